@@ -1,0 +1,36 @@
+"""Check that installed distributions have the pinned versions.
+
+Used when the base image already carries what a stage would install: the
+stage adds nothing, but the pin is still checked. Runs inside the image with
+its own Python, so it uses the standard library only.
+
+    python verify_dists.py torch==2.12.0 triton==3.7.0
+"""
+
+import sys
+from importlib import metadata
+
+
+def public(version: str) -> str:
+    """2.12.0+rocm7.14.git1234 -> 2.12.0: pins name the public version."""
+    return version.split("+", 1)[0]
+
+
+def main(requirements: list[str]) -> int:
+    wrong = []
+    for requirement in requirements:
+        name, _, pinned = requirement.partition("==")
+        try:
+            found = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            wrong.append(f"{name}: not installed, the pins say {pinned}")
+            continue
+        if public(found) != public(pinned):
+            wrong.append(f"{name}: {found} is installed, the pins say {pinned}")
+    for line in wrong:
+        print(f"verify_dists: {line}", file=sys.stderr)
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,35 @@
+"""doit tasks of the verl ROCm image. Wiring only: the work lives in rocmgraph.
+
+doit plan arch=gfx942 [format=json] [pins=other.toml]
+doit render:vllm arch=gfx942
+doit build:image arch=gfx942
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+from doit import get_var
+
+from rocmgraph import tasks
+from rocmgraph.run import Options
+
+DOIT_CONFIG = tasks.DOIT_CONFIG
+
+
+def _options() -> Options:
+    return Options(pins=get_var("pins", "pins.toml"), arch=get_var("arch", ""))
+
+
+def task_plan() -> dict[str, Any]:
+    """Show every stage: key, arch-dependent, built or not, and why it would build."""
+    return tasks.plan_task(_options(), get_var("format", "text"))
+
+
+def task_render() -> Iterator[dict[str, Any]]:
+    """Print a stage's rendered Dockerfile."""
+    return tasks.render_tasks(_options())
+
+
+def task_build() -> Iterator[dict[str, Any]]:
+    """Build a stage (and what it needs), or the whole image."""
+    return tasks.build_tasks(_options())

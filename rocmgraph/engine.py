@@ -1,0 +1,51 @@
+"""The seam to the container engine: the one interface the graph builds through.
+
+The planner asks only whether an image exists; the builder hands over one
+rendered stage at a time. Only one module may talk to docker, behind this
+interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rocmgraph.errors import EngineError
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """Everything an engine needs to build one stage."""
+
+    stage: str
+    ref: str  # <namespace>/<stage>:<key>
+    dockerfile: str
+    build_args: Mapping[str, str] = field(default_factory=dict)  # parent image refs
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Engine(Protocol):
+    def image_exists(self, ref: str) -> bool: ...
+
+    def build(self, job: BuildJob) -> None: ...
+
+    def tag(self, ref: str, alias: str) -> None: ...
+
+
+class NoEngine:
+    """Stands in until a real executor is configured: nothing is built, building stops."""
+
+    MESSAGE = (
+        "building needs a container engine executor, which this version does not have yet; "
+        "`doit plan` shows what would build"
+    )
+
+    def image_exists(self, ref: str) -> bool:
+        return False
+
+    def build(self, job: BuildJob) -> None:
+        raise EngineError(f"stage {job.stage}: {self.MESSAGE}")
+
+    def tag(self, ref: str, alias: str) -> None:
+        raise EngineError(self.MESSAGE)

@@ -1,0 +1,37 @@
+"""The error hierarchy: every failure a user can act on is one of these.
+
+Each message is one line that says where (file, key, stage), what is wrong and
+what to do. The doit reporter prints them as ``error: <message>`` without a
+traceback; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class GraphToolError(Exception):
+    """Base of every error whose message is meant for the user."""
+
+
+class PinsError(GraphToolError):
+    """pins.toml is unreadable or says something invalid."""
+
+    def __init__(self, file: str, where: str, problem: str, fix: str) -> None:
+        self.file, self.where, self.problem, self.fix = file, where, problem, fix
+        location = f"{file}: {where}" if where else file
+        super().__init__(f"{location}: {problem}; {fix}")
+
+
+class VariableError(GraphToolError):
+    """A command-line variable (``arch=``, ``format=``, ...) is invalid."""
+
+
+class GraphError(GraphToolError):
+    """The stage graph itself is malformed (cycle, unknown parent, bad read)."""
+
+
+class RenderError(GraphToolError):
+    """A recipe template could not be rendered from the pins it declares."""
+
+
+class EngineError(GraphToolError):
+    """No usable container engine, or a build on it failed."""

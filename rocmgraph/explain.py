@@ -1,0 +1,57 @@
+"""Why a stage would rebuild: the difference between two input sets, in words."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rocmgraph.keys import Inputs
+
+_HEX = re.compile(r"(sha256:)?[0-9a-f]{40,64}")
+
+
+def changes(now: Inputs, before: Inputs | None) -> list[str]:
+    """One reason per changed input; ``before`` is the stage's last known build."""
+    if before is None:
+        return ["never built"]
+    if before.get("schema") != now["schema"]:
+        return ["the key schema changed"]
+    reasons: list[str] = []
+    if before.get("dockerfile") != now["dockerfile"]:
+        reasons.append("recipe changed")
+    reasons += _mapping_changes("file", now["files"], before.get("files", {}), values=False)
+    reasons += _mapping_changes("pin", now["pins"], before.get("pins", {}), values=True)
+    if before.get("arch") != now["arch"]:
+        reasons.append(f"arch: {_archs(before.get('arch'))} -> {_archs(now['arch'])}")
+    for parent, key in now["parents"].items():
+        if before.get("parents", {}).get(parent) != key:
+            reasons.append(f"parent {parent} changed")
+    return reasons
+
+
+def _mapping_changes(
+    what: str, now: Mapping[str, Any], before: Mapping[str, Any], *, values: bool
+) -> list[str]:
+    reasons = []
+    for name in sorted(set(now) | set(before)):
+        if name not in before:
+            reasons.append(f"{what} {name} added")
+        elif name not in now:
+            reasons.append(f"{what} {name} removed")
+        elif now[name] != before[name]:
+            detail = f": {_short(before[name])} -> {_short(now[name])}" if values else ""
+            reasons.append(f"{what} {name} changed{detail}")
+    return reasons
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str) and _HEX.fullmatch(value):
+        return value.removeprefix("sha256:")[:12]
+    if isinstance(value, list):
+        return ",".join(str(item) for item in value) or "[]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _archs(archs: Any) -> str:
+    return ",".join(archs) if archs else "none"

@@ -1,0 +1,104 @@
+"""The stage graph: what each stage is, and an order to build them in.
+
+A stage is a declaration (stages/*.py): its parents, the pins it reads, its
+recipe template and whether the GPU arch set is one of its inputs. The graph
+is checked when it is made: an unknown parent or a cycle is an error that
+names the path.
+"""
+
+from __future__ import annotations
+
+import graphlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from rocmgraph.archs import suggest
+from rocmgraph.errors import GraphError
+from rocmgraph.pins import PinPath
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One node of the build graph, one image tagged ``<namespace>/<name>:<key>``."""
+
+    name: str
+    doc: str
+    parents: tuple[str, ...] = ()
+    # Pin paths this stage reads, e.g. ("sources", "vllm"): the key covers
+    # every value under them, and the template sees nothing else.
+    reads: tuple[PinPath, ...] = ()
+    recipe: str  # template under docker/
+    files: tuple[str, ...] = ()  # further recipe files copied into the context
+    arch_dependent: bool = False
+    note: str = ""  # one line the plan may show, e.g. what the base provides
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The git sources whose trees this stage's context holds."""
+        return tuple(path[1] for path in self.reads if path[0] == "sources" and len(path) == 2)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Stages in a deterministic build order (parents first, ties by name)."""
+
+    stages: Mapping[str, Stage]
+    order: tuple[str, ...] = field(default=())
+
+    def __iter__(self) -> Iterator[Stage]:
+        return (self.stages[name] for name in self.order)
+
+    def __getitem__(self, name: str) -> Stage:
+        return self.stages[name]
+
+    def ancestors(self, name: str) -> set[str]:
+        found: set[str] = set()
+        todo = list(self.stages[name].parents)
+        while todo:
+            parent = todo.pop()
+            if parent not in found:
+                found.add(parent)
+                todo.extend(self.stages[parent].parents)
+        return found
+
+    def descendants(self, name: str) -> set[str]:
+        return {other for other in self.order if name in self.ancestors(other)}
+
+    def closure(self, name: str) -> tuple[str, ...]:
+        """``name`` and everything it needs, in build order."""
+        needed = self.ancestors(name) | {name}
+        return tuple(n for n in self.order if n in needed)
+
+
+def make_graph(stages: Iterable[Stage]) -> Graph:
+    by_name: dict[str, Stage] = {}
+    for stage in stages:
+        if stage.name in by_name:
+            raise GraphError(f"stage {stage.name!r} is declared twice")
+        by_name[stage.name] = stage
+    for stage in by_name.values():
+        for parent in stage.parents:
+            if parent not in by_name:
+                hint = suggest(parent, sorted(by_name))
+                raise GraphError(
+                    f"stage {stage.name!r} names unknown parent {parent!r}; "
+                    f"{hint}known stages: {', '.join(sorted(by_name))}"
+                )
+    return Graph(by_name, _order(by_name))
+
+
+def _order(stages: Mapping[str, Stage]) -> tuple[str, ...]:
+    sorter = graphlib.TopologicalSorter({name: s.parents for name, s in stages.items()})
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as exc:
+        cycle = list(reversed(exc.args[1]))  # graphlib lists it parent -> child
+        raise GraphError(
+            f"stage graph has a cycle (stage -> parent): {' -> '.join(cycle)}"
+        ) from None
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready())  # sorted: the same order on every machine
+        order.extend(ready)
+        sorter.done(*ready)
+    return tuple(order)

@@ -1,0 +1,100 @@
+"""Content keys: what a stage is, as one sha256.
+
+A stage's key covers, and only covers: its rendered Dockerfile (the recipe
+text with its pins filled in), every recipe file it copies in (patches
+included, by content), the pins it reads, the arch set when it depends on it,
+and its parents' keys. Inputs that are content hashes already (a commit, a
+wheel's sha256, an image digest) go in as they are, so computing every key
+reads a few small text files and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rocmgraph import kinds
+from rocmgraph.errors import GraphError, PinsError
+from rocmgraph.graph import Graph, Stage
+from rocmgraph.layout import ROOT
+from rocmgraph.pins import Pins, format_path, is_under, select
+from rocmgraph.render import render
+
+# Bump when the meaning of an input changes, so old keys cannot collide.
+SCHEMA = 1
+
+Inputs = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StageKey:
+    name: str
+    key: str  # 64 hex
+    inputs: Inputs
+
+    @property
+    def short(self) -> str:
+        return self.key[:12]
+
+
+def canonical(inputs: Mapping[str, Any]) -> bytes:
+    """One byte string per input set: sorted keys, no whitespace, ASCII."""
+    return json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def recipe_files(stage: Stage, pins: Pins) -> list[str]:
+    """Repository files a stage copies in: its own, and the patches its pins name."""
+    files = set(stage.files)
+    for name in stage.files:
+        if not (ROOT / name).is_file():
+            raise GraphError(f"stage {stage.name!r} copies {name!r}, which does not exist")
+    for leaf in pins.leaves():
+        if leaf.kind is not kinds.REPO_FILE or not is_under(leaf.path, stage.reads):
+            continue
+        names = leaf.value if isinstance(leaf.value, tuple) else (str(leaf.value),)
+        for name in names:
+            if not (ROOT / name).is_file():
+                raise PinsError(
+                    pins.file,
+                    format_path(leaf.path),
+                    f"{name!r} does not exist",
+                    "name a file of this repository (paths are relative to its root)",
+                )
+        files.update(names)
+    return sorted(files)
+
+
+def stage_inputs(
+    stage: Stage, pins: Pins, archs: tuple[str, ...], parent_keys: Mapping[str, str]
+) -> Inputs:
+    read = select(pins.flat(), stage.reads)
+    return {
+        "schema": SCHEMA,
+        "stage": stage.name,
+        "dockerfile": digest(render(stage, pins, archs).encode()),
+        "files": {name: digest((ROOT / name).read_bytes()) for name in recipe_files(stage, pins)},
+        "pins": {format_path(path): _jsonable(value) for path, value in read.items()},
+        "arch": list(archs) if stage.arch_dependent else None,
+        "parents": {parent: parent_keys[parent] for parent in stage.parents},
+    }
+
+
+def compute(graph: Graph, pins: Pins, archs: tuple[str, ...]) -> dict[str, StageKey]:
+    """Every stage's key, parents first."""
+    keys: dict[str, StageKey] = {}
+    for stage in graph:
+        parent_keys = {parent: keys[parent].key for parent in stage.parents}
+        inputs = stage_inputs(stage, pins, archs, parent_keys)
+        keys[stage.name] = StageKey(stage.name, digest(canonical(inputs)), inputs)
+    return keys
+
+
+def _jsonable(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value

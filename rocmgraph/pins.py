@@ -1,0 +1,396 @@
+"""pins.toml, parsed once into frozen dataclasses.
+
+The schema is the dataclasses below: each field's annotation gives the TOML
+type and its ``kind`` metadata the value check. One generic loader walks them,
+so every table gets the same treatment: unknown keys are refused with a
+suggestion, missing keys and wrong types are named with their ``[table].key``,
+and every string is checked so that it cannot reach a shell unquoted.
+
+After loading, nothing downstream sees TOML: stages read typed pins, and keys
+read the flat ``path -> value`` view that ``leaves`` yields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli
+
+from rocmgraph import kinds
+from rocmgraph.archs import suggest
+from rocmgraph.errors import PinsError
+from rocmgraph.kinds import Kind
+
+PinPath = tuple[str, ...]
+Scalar = str | int | bool
+Value = Scalar | tuple[str, ...]
+
+
+def _kind(kind: Kind, key_kind: Kind | None = None, default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field whose strings (values, items, mapping values) are of ``kind``."""
+    meta = {"kind": kind, "key_kind": key_kind or kinds.NAME}
+    if isinstance(default, (tuple, Mapping)):
+        frozen = default if isinstance(default, tuple) else types.MappingProxyType(dict(default))
+        return field(default_factory=lambda: frozen, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageSpec:
+    """The final image: its friendly name and what its manifest and labels say."""
+
+    name: str = _kind(kinds.NAME)
+    version: str = _kind(kinds.TEXT)
+    source: str = _kind(kinds.URL)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build:
+    """Build knobs."""
+
+    archs: tuple[str, ...] = _kind(kinds.ARCH)
+    max_jobs: int
+    ccache_maxsize: str = _kind(kinds.SIZE, default="50G")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Base:
+    """The image everything starts from, pinned by digest."""
+
+    image: str = _kind(kinds.IMAGE)
+    digest: str = _kind(kinds.DIGEST)
+    # Stages whose content the base image already carries (rocm/primus ships
+    # ROCm and the torch stack): those stages only verify the pinned versions.
+    provides: tuple[str, ...] = _kind(kinds.STAGE_NAME, default=())
+    workdir: str = _kind(kinds.ABS_PATH, default="/workspace")
+    apt: tuple[str, ...] = _kind(kinds.NAME, default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class AptRepo:
+    """One apt source line: ``deb [signed-by=...] <url> <suite> <components>``."""
+
+    url: str = _kind(kinds.URL)
+    suite: str = _kind(kinds.NAME)
+    components: tuple[str, ...] = _kind(kinds.NAME)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rocm:
+    """ROCm from its apt repository."""
+
+    version: str = _kind(kinds.TEXT)
+    key_url: str = _kind(kinds.URL)
+    key_sha256: str = _kind(kinds.SHA256)
+    pin_origin: str = _kind(kinds.NAME)
+    pin_priority: int = 600
+    repos: Mapping[str, AptRepo] = _kind(kinds.TEXT)
+    packages: Mapping[str, str] = _kind(kinds.APT_VERSION)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wheel:
+    """A prebuilt wheel, pinned by exact file name and sha256."""
+
+    index: str = _kind(kinds.URL)
+    version: str = _kind(kinds.VERSION)
+    file: str = _kind(kinds.WHEEL_FILE)
+    sha256: str = _kind(kinds.SHA256)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitSource:
+    """A git repository built from source at a pinned commit."""
+
+    repo: str = _kind(kinds.URL)
+    branch: str = _kind(kinds.NAME)  # the branch `doit bump` follows
+    commit: str = _kind(kinds.COMMIT)
+    tag: str = _kind(kinds.NAME, default="")  # upstream's name for the commit, if any
+    version: str = _kind(kinds.TEXT, default="")
+    submodules: bool = True
+    patches: tuple[str, ...] = _kind(kinds.REPO_FILE, default=())
+    # Build knobs for the generic source -> wheel recipe.
+    requirements: tuple[str, ...] = _kind(kinds.SRC_PATH, default=())
+    subdirs: tuple[str, ...] = _kind(kinds.SRC_PATH, default=(".",))
+    arch_env: tuple[str, ...] = _kind(kinds.ENV_NAME, default=())
+    env: Mapping[str, str] = _kind(kinds.TEXT, kinds.ENV_NAME, default={})
+    # Files copied over others before the build (SGLang's ROCm pyproject): target = origin.
+    overlay: Mapping[str, str] = _kind(kinds.SRC_PATH, kinds.SRC_PATH, default={})
+    # How the assembled image installs the built wheels.
+    install_deps: bool = True
+    uninstall: tuple[str, ...] = _kind(kinds.NAME, default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Python:
+    """The interpreter, and the Python packages installed from PyPI by exact version."""
+
+    version: str = _kind(kinds.PYTHON_VERSION)
+    venv: str = _kind(kinds.ABS_PATH)
+    tools: Mapping[str, str] = _kind(kinds.VERSION, default={})  # build tools, in base
+    stack: Mapping[str, str] = _kind(kinds.VERSION, default={})  # verl's stack
+    vllm: Mapping[str, str] = _kind(kinds.VERSION, default={})  # after vLLM, without deps
+    sglang: Mapping[str, str] = _kind(kinds.VERSION, default={})  # with SGLang
+    patches: Mapping[str, tuple[str, ...]] = _kind(kinds.REPO_FILE, default={})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pins:
+    """Everything pins.toml pins, and the file it came from."""
+
+    image: ImageSpec
+    build: Build
+    base: Base
+    rocm: Rocm
+    python: Python
+    wheels: Mapping[str, Wheel] = _kind(kinds.TEXT, default={})
+    sources: Mapping[str, GitSource] = _kind(kinds.TEXT, default={})
+    env: Mapping[str, str] = _kind(kinds.TEXT, kinds.ENV_NAME, default={})
+    file: str = field(default="pins.toml", metadata={"toml": False})
+
+    def leaves(self) -> Iterator[Leaf]:
+        """Every pinned value with its path and kind, in file-independent sorted order."""
+        return _leaves(self, ())
+
+    def flat(self) -> dict[PinPath, Value]:
+        return {leaf.path: leaf.value for leaf in self.leaves()}
+
+    def missing(self) -> list[Missing]:
+        """Values that cannot be known offline: empty, or a short commit id."""
+        found = []
+        for leaf in self.leaves():
+            if leaf.kind is None or not leaf.kind.missing:
+                continue
+            if leaf.value == "":
+                found.append(Missing(leaf.path, leaf.kind.missing))
+            elif leaf.kind is kinds.COMMIT and len(str(leaf.value)) < 40:
+                found.append(Missing(leaf.path, "short commit id; `doit lock` records the full id"))
+        return found
+
+
+@dataclass(frozen=True)
+class Leaf:
+    path: PinPath
+    value: Value
+    kind: Kind | None
+
+
+@dataclass(frozen=True)
+class Missing:
+    path: PinPath
+    why: str
+
+    def __str__(self) -> str:
+        return f"{format_path(self.path)} ({self.why})"
+
+
+def format_path(path: PinPath) -> str:
+    """``("sources", "vllm", "commit")`` -> ``[sources.vllm].commit``."""
+    if len(path) == 1:
+        return _toml_key(path[0])
+    table = ".".join(_toml_key(part) for part in path[:-1])
+    return f"[{table}].{_toml_key(path[-1])}"
+
+
+def format_table(path: PinPath) -> str:
+    return "[" + ".".join(_toml_key(part) for part in path) + "]"
+
+
+def _toml_key(part: str) -> str:
+    bare = part.replace("_", "").replace("-", "").isalnum()
+    return part if bare else f'"{part}"'
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load(path: str | Path) -> Pins:
+    """Read and validate a pins file; any problem is one PinsError line."""
+    shown = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PinsError(shown, "", "no such file", "pass pins=<path> to a pins file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PinsError(shown, "", f"cannot be read ({exc})", "check the file") from None
+    return loads(text, shown)
+
+
+def loads(text: str, file: str = "pins.toml") -> Pins:
+    try:
+        data = tomli.loads(text)
+    except tomli.TOMLDecodeError as exc:
+        raise PinsError(
+            file,
+            f"line {exc.lineno}, column {exc.colno}",
+            f"invalid TOML: {exc.msg}",
+            "fix the syntax at that position",
+        ) from None
+    pins: Pins = dataclasses.replace(_Loader(file).table(Pins, data, ()), file=file)
+    _check_relations(pins)
+    return pins
+
+
+class _Loader:
+    """Turns TOML tables into the dataclasses above, one error per problem."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def error(self, where: str, problem: str, fix: str) -> PinsError:
+        return PinsError(self.file, where, problem, fix)
+
+    def table(self, cls: type[Any], data: object, path: PinPath) -> Any:
+        if not isinstance(data, dict):
+            where = format_path(path) if path else "top level"
+            raise self.error(where, "expected a table", f"write it as {format_table(path)}")
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("toml", True)}
+        for key in data:
+            if key not in fields:
+                names = sorted(fields)
+                hint = suggest(key, names)
+                where = format_table(path) if path else "top level"
+                raise self.error(
+                    f"{where}",
+                    f"unknown key {key!r}",
+                    f"{hint}known keys: {', '.join(names)}",
+                )
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for name, spec in fields.items():
+            if name not in data:
+                if (
+                    spec.default is dataclasses.MISSING
+                    and spec.default_factory is dataclasses.MISSING
+                ):
+                    raise self.error(
+                        format_path((*path, name)),
+                        "missing",
+                        f"add `{name} = ...` to {format_table(path) if path else 'the file'}",
+                    )
+                continue
+            values[name] = self.value(hints[name], spec.metadata, data[name], (*path, name))
+        return cls(**values)
+
+    def value(self, hint: Any, meta: Mapping[str, Any], data: object, path: PinPath) -> Any:
+        origin = typing.get_origin(hint)
+        if dataclasses.is_dataclass(hint):
+            return self.table(typing.cast(type[Any], hint), data, path)
+        if hint is bool:
+            return self.typed(data, bool, "true or false", path)
+        if hint is int:
+            if isinstance(data, bool):
+                raise self.type_error(data, "an integer", path)
+            return self.typed(data, int, "an integer", path)
+        if hint is str:
+            return self.string(data, meta["kind"], path)
+        if origin is tuple:
+            items = self.typed(data, list, "an array", path)
+            checked = [self.string(item, meta["kind"], path) for item in items]
+            if len(set(checked)) != len(checked):
+                dup = next(v for v in checked if checked.count(v) > 1)
+                raise self.error(format_path(path), f"lists {dup!r} twice", "list each value once")
+            # Every list is a set: sorted here, so its order never feeds a key.
+            return tuple(sorted(checked))
+        if origin is Mapping:
+            return self.mapping(typing.get_args(hint)[1], meta, data, path)
+        raise TypeError(f"pins schema: unsupported annotation {hint!r}")  # a bug, not input
+
+    def mapping(self, inner: Any, meta: Mapping[str, Any], data: object, path: PinPath) -> Any:
+        if not isinstance(data, dict):
+            raise self.error(
+                format_path(path), "expected a table", f"write it as {format_table(path)}"
+            )
+        result = {}
+        for key in sorted(data):
+            problem = kinds.unsafe_problem(key) or meta["key_kind"].problem(key)
+            if problem:
+                raise self.error(format_table(path), f"key {problem}", meta["key_kind"].fix)
+            result[key] = self.value(inner, meta, data[key], (*path, key))
+        return types.MappingProxyType(result)
+
+    def string(self, data: object, kind: Kind, path: PinPath) -> str:
+        value: str = self.typed(data, str, "a string", path)
+        unsafe = kinds.unsafe_problem(value)
+        if unsafe:
+            raise self.error(format_path(path), unsafe, f"use only {kinds.SAFE_CHARS}")
+        problem = kind.problem(value)
+        if problem:
+            raise self.error(format_path(path), problem, kind.fix)
+        return value
+
+    def typed(self, data: object, expected: type, what: str, path: PinPath) -> Any:
+        if not isinstance(data, expected):
+            raise self.type_error(data, what, path)
+        return data
+
+    def type_error(self, data: object, what: str, path: PinPath) -> PinsError:
+        got = _toml_type(data)
+        return self.error(
+            format_path(path), f"expected {what}, got {got} {data!r}", f"write {what}"
+        )
+
+
+def _toml_type(data: object) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+             list: "an array", dict: "a table"}  # fmt: skip
+    return names.get(type(data), type(data).__name__)
+
+
+def _check_relations(pins: Pins) -> None:
+    """Rules beyond one field's kind."""
+    if pins.build.max_jobs < 1:
+        raise PinsError(
+            pins.file,
+            "[build].max_jobs",
+            f"{pins.build.max_jobs} is not a number of jobs",
+            "write a positive integer (vLLM needs about 4 GiB per job)",
+        )
+    for name in pins.base.provides:
+        if name not in ("rocm", "wheels"):
+            raise PinsError(
+                pins.file,
+                "[base].provides",
+                f"{name!r} is not a stage a base image can provide",
+                "list only 'rocm' and 'wheels'",
+            )
+    for package in pins.python.patches:
+        if package not in pins.python.stack:
+            raise PinsError(
+                pins.file,
+                format_table(("python", "patches")),
+                f"patches {package!r}, which [python.stack] does not install",
+                f"pin {package} in [python.stack] or remove its patches",
+            )
+
+
+# ---------------------------------------------------------------- flat view
+
+
+def _leaves(node: object, path: PinPath, kind: Kind | None = None) -> Iterator[Leaf]:
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for spec in dataclasses.fields(node):
+            if spec.metadata.get("toml", True):
+                sub_kind = spec.metadata.get("kind")
+                yield from _leaves(getattr(node, spec.name), (*path, spec.name), sub_kind)
+    elif isinstance(node, Mapping):
+        for key in sorted(node):
+            yield from _leaves(node[key], (*path, key), kind)
+    else:
+        yield Leaf(path, typing.cast(Value, node), kind)
+
+
+def is_under(path: PinPath, reads: tuple[PinPath, ...]) -> bool:
+    """Whether ``path`` lies under one of ``reads`` (whole segments, not string prefixes)."""
+    return any(path[: len(read)] == read for read in reads)
+
+
+def select(flat: Mapping[PinPath, Value], reads: tuple[PinPath, ...]) -> dict[PinPath, Value]:
+    """The pins under any of ``reads``."""
+    return {path: value for path, value in flat.items() if is_under(path, reads)}

@@ -1,0 +1,160 @@
+"""Render a stage's Dockerfile from its template and the pins it declares.
+
+The template sees only the pins under the stage's ``reads`` (and the arch set
+when the stage depends on it): reading anything else is an error, so a recipe
+cannot depend on a pin its key does not cover.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import jinja2
+
+from rocmgraph.archs import KNOWN_ARCHS
+from rocmgraph.errors import PinsError, RenderError
+from rocmgraph.graph import Stage
+from rocmgraph.layout import DOCKER
+from rocmgraph.pins import PinPath, Pins, format_table
+
+
+def parent_arg(parent: str) -> str:
+    """The build arg that carries a parent's image reference: ``wheels`` -> ``WHEELS_IMAGE``.
+
+    Parents come in as build args, so the rendered text (and the key) does
+    not depend on the namespace images are tagged in.
+    """
+    return f"{parent.upper()}_IMAGE"
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(DOCKER),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # Dockerfiles, not HTML
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        ref=lambda variable: "${" + variable + "}",
+        requirements=_requirements,
+        apt_packages=lambda packages: " ".join(
+            f"{name}={version}" if version else name for name, version in packages.items()
+        ),
+        wheel_versions=lambda wheels: {name: wheel.version for name, wheel in wheels.items()},
+        build_env=_build_env,
+        with_deps=lambda sources: [name for name, src in sources.items() if src.install_deps],
+        wheel_globs=lambda stages: [f"/dist/{name}/*.whl" for name in stages],
+        pip_install=_pip_install,
+    )
+    return env
+
+
+def _requirements(packages: Mapping[str, str]) -> str:
+    """``{"a": "1.0", "b": ""}`` -> ``a==1.0 b`` (an unpinned name stays visible as such)."""
+    return " ".join(f"{name}=={version}" if version else name for name, version in packages.items())
+
+
+def _build_env(source: Any, archs: list[str]) -> str:
+    """``VAR=value `` prefixes for a source build: its arch variables, then its own."""
+    pairs = [(variable, f'"{";".join(archs)}"') for variable in source.arch_env]
+    pairs += list(source.env.items())
+    return "".join(f"{variable}={value} " for variable, value in pairs)
+
+
+def _pip_install(args: list[str], flags: str = "") -> str:
+    """A pip install command, or ``true`` when there is nothing to install."""
+    return " ".join(["pip install", *([flags] if flags else []), *args]) if args else "true"
+
+
+def context(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> dict[str, Any]:
+    """What the template may use: the declared pins, the stage itself, the arch set."""
+    view: dict[str, Any] = {}
+    for read in stage.reads:
+        _place(view, pins, read, pins, read)
+    view["stage"] = {
+        "name": stage.name,
+        "parents": {parent: parent_arg(parent) for parent in stage.parents},
+        "sources": list(stage.sources),
+    }
+    view["known_archs"] = list(KNOWN_ARCHS)
+    if stage.arch_dependent:
+        view["arch"] = list(archs)
+    return view
+
+
+def render(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> str:
+    where = f"docker/{stage.recipe}"
+    try:
+        template = _environment().get_template(stage.recipe)
+        return template.render(context(stage, pins, archs))
+    except jinja2.TemplateNotFound:
+        raise RenderError(f"{where}: no such template; stage {stage.name!r} names it") from None
+    except jinja2.UndefinedError as exc:
+        raise RenderError(
+            f"{where}: {exc.message}; stage {stage.name!r} must declare what its recipe reads "
+            f"in stages/{stage.name}.py"
+        ) from None
+    except jinja2.TemplateError as exc:
+        raise RenderError(f"{where}: {exc}") from None
+
+
+# The view mirrors the pins: a dataclass becomes a namespace (attribute access
+# only, so a field named like a dict method still reads as the field), a
+# mapping a dict, a tuple a list. Only declared paths are copied into it.
+
+
+def _place(view: Any, node: object, rest: PinPath, pins: Pins, read: PinPath) -> None:
+    head, rest = rest[0], rest[1:]
+    child = _child(node, head, pins, read)
+    if not rest:
+        _put(view, head, _plain(child))
+        return
+    sub = _get(view, head)
+    if sub is None:
+        sub = types.SimpleNamespace() if dataclasses.is_dataclass(child) else {}
+        _put(view, head, sub)
+    _place(sub, child, rest, pins, read)
+
+
+def _child(node: object, name: str, pins: Pins, read: PinPath) -> object:
+    if isinstance(node, Mapping):
+        if name in node:
+            return node[name]
+    elif dataclasses.is_dataclass(node) and name in {f.name for f in dataclasses.fields(node)}:
+        return getattr(node, name)
+    raise PinsError(
+        pins.file,
+        format_table(read),
+        "is read by a stage but missing from the pins",
+        f"add {format_table(read)} (stages/ declares which pins each stage reads)",
+    )
+
+
+def _get(view: Any, name: str) -> Any:
+    return view.get(name) if isinstance(view, dict) else getattr(view, name, None)
+
+
+def _put(view: Any, name: str, value: object) -> None:
+    if isinstance(view, dict):
+        view[name] = value
+    else:
+        setattr(view, name, value)
+
+
+def _plain(node: object) -> object:
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return types.SimpleNamespace(
+            **{f.name: _plain(getattr(node, f.name)) for f in dataclasses.fields(node)}
+        )
+    if isinstance(node, Mapping):
+        return {key: _plain(value) for key, value in node.items()}
+    if isinstance(node, tuple):
+        return list(node)
+    return node

@@ -1,0 +1,64 @@
+"""One invocation: the pins loaded once, the arch set, the graph and its keys.
+
+Task creators make a Run from doit's variables without reading anything;
+the first action that needs the pins loads them, so ``doit list`` works even
+when pins.toml is broken and the error is reported by the task that needs it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocmgraph import keys as keys_
+from rocmgraph import pins as pins_
+from rocmgraph.archs import parse_archs
+from rocmgraph.engine import Engine, NoEngine
+from rocmgraph.graph import Graph
+from rocmgraph.keys import StageKey
+from rocmgraph.pins import Pins
+
+
+@dataclass(frozen=True)
+class Options:
+    """doit's command-line variables, as given."""
+
+    pins: str = "pins.toml"
+    arch: str = ""  # "" means the default of the pins file
+
+
+class Run:
+    def __init__(self, options: Options, graph: Graph, engine: Engine | None = None) -> None:
+        self.options = options
+        self.graph = graph
+        self.engine: Engine = engine or NoEngine()
+
+    @functools.cached_property
+    def pins(self) -> Pins:
+        return pins_.load(self.options.pins)
+
+    @functools.cached_property
+    def archs(self) -> tuple[str, ...]:
+        if self.options.arch:
+            return parse_archs(self.options.arch)
+        return self.pins.build.archs
+
+    @functools.cached_property
+    def keys(self) -> dict[str, StageKey]:
+        return keys_.compute(self.graph, self.pins, self.archs)
+
+    @property
+    def namespace(self) -> str:
+        return self.pins.image.name
+
+    @property
+    def state_dir(self) -> Path:
+        """Build records live beside the pins file they were built from."""
+        return Path(self.options.pins).resolve().parent / ".build"
+
+    def ref(self, stage: str) -> str:
+        return f"{self.namespace}/{stage}:{self.keys[stage].key}"
+
+    def friendly_tag(self) -> str:
+        return f"{self.pins.image.name}:{'-'.join(self.archs)}"

@@ -1,0 +1,40 @@
+"""The stages of the verl ROCm image, one module each.
+
+Each module declares one ``STAGE``: its parents, the pins it reads, its
+recipe and whether the arch set is one of its inputs. ``graph()`` checks them
+and puts them in build order.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from rocmgraph.graph import Graph, make_graph
+from stages import (
+    aiter,
+    assemble,
+    base,
+    causal_conv1d,
+    flash_attention,
+    manifest,
+    prune,
+    rocm,
+    sglang,
+    transformer_engine,
+    verl,
+    vllm,
+    wheels,
+)
+
+MODULES = (
+    base, rocm, wheels,
+    flash_attention, transformer_engine, aiter, causal_conv1d, vllm, sglang, verl,
+    assemble, prune, manifest,
+)  # fmt: skip
+
+FINAL = "manifest"  # the stage whose image `doit build:image` tags
+
+
+@functools.cache
+def graph() -> Graph:
+    return make_graph(module.STAGE for module in MODULES)

@@ -1,0 +1,16 @@
+"""verl: verl and mbridge at their pins, with verl's Python stack at exact versions.
+
+Nothing here depends on the GPU arch, so switching arch reuses this stage.
+Patches to installed packages (megatron-core) are applied to site-packages
+with ``git apply``, which fails the build when they do not apply.
+"""
+
+from rocmgraph.graph import Stage
+
+STAGE = Stage(
+    name="verl",
+    doc="verl and mbridge from source, Megatron and the rest of the Python stack",
+    parents=("wheels",),
+    reads=(("sources", "verl"), ("sources", "mbridge"), ("python", "stack"), ("python", "patches")),
+    recipe="verl.Dockerfile.j2",
+)

@@ -17,16 +17,15 @@ def changes(now: Inputs, before: Inputs | None) -> list[str]:
         return ["never built"]
     if before.get("schema") != now["schema"]:
         return ["the key schema changed"]
-    reasons: list[str] = []
-    if before.get("dockerfile") != now["dockerfile"]:
-        reasons.append("recipe changed")
-    reasons += _mapping_changes("file", now["files"], before.get("files", {}), values=False)
+    reasons = _mapping_changes("file", now["files"], before.get("files", {}), values=False)
     reasons += _mapping_changes("pin", now["pins"], before.get("pins", {}), values=True)
     if before.get("arch") != now["arch"]:
         reasons.append(f"arch: {_archs(before.get('arch'))} -> {_archs(now['arch'])}")
     for parent, key in now["parents"].items():
         if before.get("parents", {}).get(parent) != key:
             reasons.append(f"parent {parent} changed")
+    if not reasons and before.get("dockerfile") != now["dockerfile"]:
+        reasons.append("the rendered Dockerfile changed (the renderer changed)")
     return reasons
 
 

@@ -1,9 +1,10 @@
 """Content keys: what a stage is, as one sha256.
 
-A stage's key covers, and only covers: its rendered Dockerfile (the recipe
-text with its pins filled in), every recipe file it copies in (patches
-included, by content), the pins it reads, the arch set when it depends on it,
-and its parents' keys. Inputs that are content hashes already (a commit, a
+A stage's key covers, and only covers: its recipe files by content (the
+Dockerfile template, helper files, the patches its pins name), the pins it
+reads, the arch set when it depends on it, and its parents' keys. The
+rendered Dockerfile is hashed too, so a change in how templates render can
+never reuse an old image. Inputs that are content hashes already (a commit, a
 wheel's sha256, an image digest) go in as they are, so computing every key
 reads a few small text files and nothing else.
 """
@@ -50,8 +51,9 @@ def digest(data: bytes) -> str:
 
 
 def recipe_files(stage: Stage, pins: Pins) -> list[str]:
-    """Repository files a stage copies in: its own, and the patches its pins name."""
-    files = set(stage.files)
+    """Repository files a stage's image depends on: its template, the files it
+    copies in, and the patches its pins name."""
+    files = {f"docker/{stage.recipe}", *stage.files}
     for name in stage.files:
         if not (ROOT / name).is_file():
             raise GraphError(f"stage {stage.name!r} copies {name!r}, which does not exist")

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from rocmgraph.archs import KNOWN_ARCHS, suggest
+from rocmgraph.archs import KNOWN_ARCHS, unknown_arch_hint
 
 # Characters a value may hold so that, even pasted into a RUN line unquoted,
 # it stays one word and runs nothing.
@@ -32,8 +32,11 @@ class Kind:
 
     name: str
     check: Check
-    fix: str
+    fix: str | Callable[[str], str]  # what to write instead (may depend on the value)
     missing: str = ""  # why "" is allowed (unknown offline); empty: "" is invalid
+
+    def fix_for(self, value: str) -> str:
+        return self.fix(value) if callable(self.fix) else self.fix
 
     def problem(self, value: str) -> str | None:
         if value == "":
@@ -104,9 +107,7 @@ def _wheel_file(value: str) -> str | None:
 
 
 def _arch(value: str) -> str | None:
-    if value in KNOWN_ARCHS:
-        return None
-    return f"{value!r} is not a known GPU architecture; {suggest(value, KNOWN_ARCHS)}".rstrip()
+    return None if value in KNOWN_ARCHS else f"{value!r} is not a known GPU architecture"
 
 
 def _rel_path(value: str) -> str | None:
@@ -164,7 +165,7 @@ WHEEL_FILE = Kind(
     "write the exact file name the index lists",
     missing="exact wheel file unknown; `doit lock` resolves it from the index",
 )
-ARCH = Kind("arch", _arch, f"known archs: {', '.join(KNOWN_ARCHS)}")
+ARCH = Kind("arch", _arch, unknown_arch_hint)
 REPO_FILE = Kind("path", _rel_path, "write a path relative to the repository root")
 SRC_PATH = Kind("path", _rel_path, "write a path relative to the source tree's root")
 ABS_PATH = Kind("path", _regex(r"/[A-Za-z0-9._/-]*", "an absolute path"), "write an absolute path")

@@ -309,9 +309,10 @@ class _Loader:
             )
         result = {}
         for key in sorted(data):
-            problem = kinds.unsafe_problem(key) or meta["key_kind"].problem(key)
+            key_kind: Kind = meta["key_kind"]
+            problem = kinds.unsafe_problem(key) or key_kind.problem(key)
             if problem:
-                raise self.error(format_table(path), f"key {problem}", meta["key_kind"].fix)
+                raise self.error(format_table(path), f"key {problem}", key_kind.fix_for(key))
             result[key] = self.value(inner, meta, data[key], (*path, key))
         return types.MappingProxyType(result)
 
@@ -322,7 +323,7 @@ class _Loader:
             raise self.error(format_path(path), unsafe, f"use only {kinds.SAFE_CHARS}")
         problem = kind.problem(value)
         if problem:
-            raise self.error(format_path(path), problem, kind.fix)
+            raise self.error(format_path(path), problem, kind.fix_for(value))
         return value
 
     def typed(self, data: object, expected: type, what: str, path: PinPath) -> Any:

@@ -1,0 +1,63 @@
+"""Shared helpers: the real pins file, edits of it, and doit run as users run it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomlkit
+
+ROOT = Path(__file__).resolve().parents[1]
+PINS = ROOT / "pins.toml"
+
+
+def edit_toml(text: str, path: Sequence[str], value: Any) -> str:
+    """``text`` with the value at ``path`` set (tomlkit: comments and layout kept)."""
+    document = tomlkit.parse(text)
+    node: Any = document
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return tomlkit.dumps(document)
+
+
+def delete_toml(text: str, path: Sequence[str]) -> str:
+    document = tomlkit.parse(text)
+    node: Any = document
+    for part in path[:-1]:
+        node = node[part]
+    del node[path[-1]]
+    return tomlkit.dumps(document)
+
+
+def run_doit(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """doit as a user runs it, from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "doit", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def pins_text() -> str:
+    return PINS.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def write_pins(tmp_path: Path) -> Any:
+    """Write a pins file into a fresh directory; return its path."""
+
+    def write(text: str, name: str = "pins.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write

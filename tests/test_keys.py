@@ -1,0 +1,180 @@
+"""Content keys: pure, stable across processes and checkouts, and exact about what changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PINS, ROOT, edit_toml
+
+import stages
+from rocmgraph import keys, kinds, pins
+from rocmgraph.pins import Leaf, format_path, is_under
+
+GRAPH = stages.graph()
+REAL = pins.load(PINS)
+
+KEYS_SCRIPT = """
+import json, sys
+import rocmgraph, stages
+from rocmgraph import keys, pins
+assert rocmgraph.__file__.startswith(sys.argv[1]), rocmgraph.__file__
+computed = keys.compute(stages.graph(), pins.load("pins.toml"), ("gfx942",))
+print(json.dumps({name: k.key for name, k in computed.items()}))
+"""
+
+
+def all_keys(pins_: pins.Pins, archs: tuple[str, ...] | None = None) -> dict[str, str]:
+    computed = keys.compute(GRAPH, pins_, archs or pins_.build.archs)
+    return {name: k.key for name, k in computed.items()}
+
+
+def test_keys_are_64_hex_and_all_different() -> None:
+    computed = all_keys(REAL)
+    assert all(len(k) == 64 and int(k, 16) >= 0 for k in computed.values())
+    assert len(set(computed.values())) == len(computed)
+
+
+def test_canonical_encoding_ignores_insertion_order() -> None:
+    assert keys.canonical({"b": 1, "a": [2, 3]}) == keys.canonical({"a": [2, 3], "b": 1})
+    assert keys.canonical({"a": 1}) == b'{"a":1}'
+
+
+def test_same_inputs_same_keys_in_another_process_and_another_checkout(tmp_path: Path) -> None:
+    here = {name: k.key for name, k in keys.compute(GRAPH, REAL, ("gfx942",)).items()}
+    copy = tmp_path / "elsewhere" / "checkout"
+    shutil.copytree(
+        ROOT,
+        copy,
+        ignore=shutil.ignore_patterns(".git", ".build", "__pycache__", ".*_cache", "*.egg-info"),
+    )
+    for path in copy.rglob("*"):  # touch every file: keys must not read times
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    for root in (ROOT, copy):
+        result = subprocess.run(
+            [sys.executable, "-c", KEYS_SCRIPT, str(root)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(result.stdout) == here
+
+
+# ------------------------------------------------------ exactly what changed
+
+
+def mutated(leaf: Leaf) -> Any:
+    """Another valid value for a pin, of the same kind."""
+    value, kind = leaf.value, leaf.kind
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, tuple):
+        if kind is kinds.STAGE_NAME:
+            return list(value[1:])
+        extras = {
+            kinds.ARCH: "gfx90a",
+            kinds.REPO_FILE: "docker/files/verify_dists.py",
+            kinds.ENV_NAME: "EXTRA_ARCHS",
+        }
+        extra = extras[kind] if kind is not None and kind in extras else "extra"
+        return [*value, extra]
+    samples = {
+        kinds.COMMIT: "f" * 40,
+        kinds.SHA256: "e" * 64,
+        kinds.DIGEST: "sha256:" + "d" * 64,
+        kinds.VERSION: "9.9.9",
+        kinds.APT_VERSION: "9.9-1",
+        kinds.WHEEL_FILE: "torch-9.9.9-cp312-cp312-linux_x86_64.whl",
+        kinds.IMAGE: "docker.io/library/ubuntu:22.04",
+        kinds.PYTHON_VERSION: "3.13",
+        kinds.SIZE: "51G",
+        kinds.URL: str(value).rstrip("/") + "/x",
+    }
+    new = samples[kind] if kind is not None and kind in samples else f"{value}x"
+    assert new != value
+    return new
+
+
+def readers(path: tuple[str, ...]) -> set[str]:
+    if path == ("build", "archs"):  # the default arch set: an input of arch-dependent stages
+        return {s.name for s in GRAPH if s.arch_dependent}
+    return {s.name for s in GRAPH if is_under(path, s.reads)}
+
+
+def downstream(names: set[str]) -> set[str]:
+    return names.union(*(GRAPH.descendants(name) for name in names))
+
+
+LEAVES = list(REAL.leaves())
+
+
+def test_every_pin_is_read_by_some_stage() -> None:
+    unread = [format_path(leaf.path) for leaf in LEAVES if not readers(leaf.path)]
+    assert unread == []
+
+
+@pytest.mark.parametrize("leaf", LEAVES, ids=[format_path(leaf.path) for leaf in LEAVES])
+def test_changing_one_pin_changes_exactly_its_readers_and_their_descendants(
+    leaf: Leaf, pins_text: str
+) -> None:
+    before = all_keys(REAL)
+    changed_pins = pins.loads(edit_toml(pins_text, leaf.path, mutated(leaf)))
+    after = all_keys(changed_pins)
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == downstream(readers(leaf.path))
+
+
+def test_adding_an_entry_to_a_table_changes_exactly_its_readers(pins_text: str) -> None:
+    before = all_keys(REAL)
+    after = all_keys(pins.loads(edit_toml(pins_text, ["env", "NEW_VARIABLE"], "1")))
+    assert {n for n in before if before[n] != after[n]} == {"assemble", "prune", "manifest"}
+
+
+def test_changing_the_arch_changes_only_arch_dependent_stages_and_descendants() -> None:
+    mi300 = all_keys(REAL, ("gfx942",))
+    mi350 = all_keys(REAL, ("gfx950",))
+    changed = {name for name in mi300 if mi300[name] != mi350[name]}
+    assert changed == downstream({s.name for s in GRAPH if s.arch_dependent})
+    assert {"base", "rocm", "wheels", "verl"}.isdisjoint(changed)
+
+
+def test_a_changed_recipe_file_changes_its_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = all_keys(REAL)
+    shutil.copytree(ROOT / "docker", tmp_path / "docker")
+    helper = tmp_path / "docker" / "files" / "verify_dists.py"
+    helper.write_text(helper.read_text() + "# one more line\n")
+    monkeypatch.setattr(keys, "ROOT", tmp_path)
+    after = all_keys(REAL)
+    assert {n for n in before if before[n] != after[n]} == downstream({"wheels"})
+
+
+def test_computing_every_key_reads_only_small_recipe_files() -> None:
+    opened: list[str] = []
+    recording = [True]
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "open" and recording[0] and isinstance(args[0], (str, Path)):
+            opened.append(os.fspath(args[0]))
+
+    sys.addaudithook(hook)  # audit hooks cannot be removed: this one switches itself off
+    try:
+        keys.compute(GRAPH, REAL, ("gfx942", "gfx950"))
+    finally:
+        recording[0] = False
+    docker = ROOT / "docker"
+    assert opened, "the hook saw no file: it cannot vouch for anything"
+    for name in opened:
+        path = Path(name).resolve()
+        assert path.is_relative_to(docker), name
+        assert path.stat().st_size < 64 * 1024, name

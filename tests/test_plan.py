@@ -1,0 +1,143 @@
+"""doit plan: every stage in build order, key, arch, status, and why it would build."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import PINS, edit_toml, run_doit
+
+import stages
+from rocmgraph import records
+from rocmgraph.engine import BuildJob
+from rocmgraph.plan import as_text, make_plan
+from rocmgraph.run import Options, Run
+
+VLLM_COMMIT = "18d87a87dc39c1a50f452b218fdcc3aeec48d18e"
+NEW_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class SetEngine:
+    """The engine seam, in memory: images exist when listed. (Docker is tested for real.)"""
+
+    def __init__(self, refs: set[str]) -> None:
+        self.refs = refs
+
+    def image_exists(self, ref: str) -> bool:
+        return ref in self.refs
+
+    def build(self, job: BuildJob) -> None:
+        self.refs.add(job.ref)
+
+    def tag(self, ref: str, alias: str) -> None:
+        self.refs.add(alias)
+
+
+def test_plan_json_lists_every_stage_in_build_order() -> None:
+    result = run_doit("plan", "arch=gfx942", "format=json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["arch"] == ["gfx942"]
+    assert document["pins"] == "pins.toml"
+    names = [s["name"] for s in document["stages"]]
+    assert names == list(stages.graph().order)
+    for stage in document["stages"]:
+        assert len(stage["key"]) == 64
+        assert stage["image"] == f"verl-rocm/{stage['name']}:{stage['key']}"
+        assert stage["parents"] == list(stages.graph()[stage["name"]].parents)
+        assert stage["arch_dependent"] is stages.graph()[stage["name"]].arch_dependent
+        assert stage["status"] == "not built"
+        assert stage["reasons"] == ["never built"]
+    base = document["stages"][0]
+    assert base["missing"] == [
+        {"pin": "[base].digest", "why": "image digest unknown; `doit lock` resolves it"}
+    ]
+
+
+def test_plan_takes_several_archs_in_any_order_and_separator() -> None:
+    one = json.loads(run_doit("plan", "arch=gfx950;gfx942", "format=json").stdout)
+    two = json.loads(run_doit("plan", "arch=gfx942,gfx950", "format=json").stdout)
+    default = json.loads(run_doit("plan", "format=json").stdout)
+    assert one == two == default
+    assert default["arch"] == ["gfx942", "gfx950"]
+
+
+def test_plan_reads_another_pins_file(write_pins: Callable[..., Path], pins_text: str) -> None:
+    other = write_pins(edit_toml(pins_text, ["build", "archs"], ["gfx90a"]), "other.toml")
+    document = json.loads(run_doit("plan", f"pins={other}", "format=json").stdout)
+    assert document["pins"] == str(other)
+    assert document["arch"] == ["gfx90a"]
+
+
+def test_plan_says_which_input_changed_since_the_last_build(
+    write_pins: Callable[..., Path], pins_text: str
+) -> None:
+    before = write_pins(pins_text)
+    engine = SetEngine(set())
+    run = Run(Options(pins=str(before), arch="gfx942"), stages.graph(), engine)
+    for stage in run.graph:  # as the builder records them
+        engine.refs.add(run.ref(stage.name))
+        records.save(
+            run.state_dir, stage.name, run.keys[stage.name].key, run.keys[stage.name].inputs
+        )
+    assert {p.status for p in make_plan(run)} == {"built"}
+
+    before.write_text(edit_toml(pins_text, ["sources", "vllm", "commit"], NEW_COMMIT))
+    bumped = Run(Options(pins=str(before), arch="gfx942"), stages.graph(), engine)
+    plans = {p.name: p for p in make_plan(bumped)}
+    assert {name for name, p in plans.items() if p.status == "not built"} == {
+        "vllm", "assemble", "prune", "manifest",
+    }  # fmt: skip
+    assert plans["vllm"].reasons == (
+        "pin [sources.vllm].commit changed: 18d87a87dc39 -> 0123456789ab",
+    )
+    assert plans["assemble"].reasons == ("parent vllm changed",)
+    assert plans["sglang"].reasons == ()
+
+    mi350 = Run(Options(pins=str(before), arch="gfx950"), stages.graph(), engine)
+    assert {p.name: p.reasons for p in make_plan(mi350)}["sglang"] == ("arch: gfx942 -> gfx950",)
+
+
+def test_plan_text_is_a_table_with_the_reasons(
+    write_pins: Callable[..., Path], pins_text: str
+) -> None:
+    path = write_pins(pins_text)
+    run = Run(Options(pins=str(path), arch="gfx942"), stages.graph(), SetEngine(set()))
+    run.engine.refs.add(run.ref("base"))  # type: ignore[attr-defined]
+    lines = as_text(run, make_plan(run)).splitlines()
+    assert lines[0] == f"plan for arch gfx942 from {path}"
+    assert lines[1] == "stage               key           arch  status     why"
+    base_key = run.keys["base"].short
+    assert lines[2] == f"base                {base_key}  -     built      -"
+    assert lines[3] == (
+        " " * 51 + "missing: [base].digest (image digest unknown; `doit lock` resolves it)"
+    )
+    rocm_key = run.keys["rocm"].short
+    assert lines[4] == (
+        f"rocm                {rocm_key}  -     not built  never built; "
+        "verify only: the base image provides it"
+    )
+    assert lines[-1] == "13 stages: 1 built, 12 to build"
+
+
+def test_unknown_arch_and_format_are_one_line_errors() -> None:
+    bad_arch = run_doit("plan", "arch=gfx942,gfx943")
+    assert bad_arch.returncode == 1
+    assert bad_arch.stderr == (
+        "error: arch=gfx942,gfx943: unknown GPU architecture 'gfx943'; did you mean 'gfx942'? "
+        "known archs: gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx1010, "
+        "gfx1030, gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, gfx1200, gfx1201, gfx1250\n"
+    )
+    bad_format = run_doit("plan", "format=yaml")
+    assert (
+        bad_format.stderr == "error: format=yaml: unknown format; use format=text or format=json\n"
+    )
+
+
+def test_pins_are_the_default_and_the_record_lives_beside_them() -> None:
+    run = Run(Options(), stages.graph())
+    assert Path(run.options.pins).name == PINS.name
+    assert run.archs == ("gfx942", "gfx950")
+    assert run.friendly_tag() == "verl-rocm:gfx942-gfx950"
+    assert VLLM_COMMIT in run.keys["vllm"].inputs["pins"].values()

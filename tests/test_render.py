@@ -1,0 +1,117 @@
+"""Recipes: rendered from the pins each stage declares, and nothing else."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import PINS, edit_toml, run_doit
+
+import stages
+from rocmgraph import pins
+from rocmgraph.errors import PinsError, RenderError
+from rocmgraph.graph import Stage
+from rocmgraph.render import render
+
+GRAPH = stages.graph()
+REAL = pins.load(PINS)
+BOTH = ("gfx942", "gfx950")
+
+
+def test_a_recipe_cannot_read_a_pin_its_stage_does_not_declare() -> None:
+    sneaky = Stage(name="sneaky", doc="", parents=("wheels",), recipe="verl.Dockerfile.j2")
+    with pytest.raises(RenderError) as caught:
+        render(sneaky, REAL, BOTH)
+    assert str(caught.value) == (
+        "docker/verl.Dockerfile.j2: 'python' is undefined; stage 'sneaky' must declare "
+        "what its recipe reads in stages/sneaky.py"
+    )
+
+
+def test_a_declared_pin_that_the_file_lacks_names_the_table(pins_text: str) -> None:
+    without = pins.loads(pins_text.replace("[sources.mbridge]", "[sources.mbridge_old]"))
+    with pytest.raises(PinsError) as caught:
+        render(GRAPH["verl"], without, BOTH)
+    assert str(caught.value) == (
+        "pins.toml: [sources.mbridge]: is read by a stage but missing from the pins; "
+        "add [sources.mbridge] (stages/ declares which pins each stage reads)"
+    )
+
+
+@pytest.mark.parametrize("name", GRAPH.order)
+def test_no_recipe_clones_or_downloads_its_inputs(name: str) -> None:
+    text = render(GRAPH[name], REAL, BOTH)
+    for forbidden in ("git clone", "git checkout", "wget -", "curl -", "pip download", "https://"):
+        if name == "manifest" and forbidden == "https://":
+            continue  # the OCI source label names the upstream repository
+        assert forbidden not in text, f"{name}: {forbidden}"
+
+
+@pytest.mark.parametrize("name", [s.name for s in GRAPH if s.parents])
+def test_parents_come_in_as_build_args(name: str) -> None:
+    text = render(GRAPH[name], REAL, BOTH)
+    for parent in GRAPH[name].parents:
+        assert f"ARG {parent.upper()}_IMAGE\n" in text
+    assert re.search(r"^FROM \$\{[A-Z_]+_IMAGE\}$", text, re.MULTILINE)
+
+
+def test_source_stages_build_for_the_arch_set() -> None:
+    text = render(GRAPH["vllm"], REAL, BOTH)
+    assert 'ENV PYTORCH_ROCM_ARCH="gfx942;gfx950"\n' in text
+    assert "ENV MAX_JOBS=64\n" in text
+    assert "pip install -r requirements/rocm.txt\n" in text
+    assert "COPY src/vllm /src/vllm\n" in text
+    assert "--mount=type=cache,target=/root/.cache/ccache" in text
+    flash = render(GRAPH["flash_attention"], REAL, ("gfx942",))
+    assert 'GPU_ARCHS="gfx942" BUILD_TARGET=rocm pip wheel' in flash
+
+
+def test_sglang_builds_sgl_kernel_with_its_rocm_files() -> None:
+    text = render(GRAPH["sglang"], REAL, BOTH)
+    assert "RUN cp sgl-kernel/pyproject_rocm.toml sgl-kernel/pyproject.toml\n" in text
+    assert "RUN cp sgl-kernel/setup_rocm.py sgl-kernel/setup.py\n" in text
+    assert "COPY src/torch_memory_saver /src/torch_memory_saver\n" in text
+
+
+def test_assemble_mounts_the_built_wheels_and_sets_the_runtime_environment() -> None:
+    text = render(GRAPH["assemble"], REAL, ("gfx950",))
+    assert "--mount=type=bind,from=vllm,source=/dist,target=/dist/vllm" in text
+    assert "COPY --from" not in text
+    assert "&& pip install --no-deps /dist/sglang/*.whl\n" in text
+    assert "RUN pip uninstall -y tilelang\n" in text
+    assert "pip install --no-deps xgrammar==0.1.32\n" in text
+    assert 'ENV PYTORCH_ROCM_ARCH="gfx950"\n' in text
+    assert "ENV PYTORCH_ALLOC_CONF=expandable_segments:True\n" in text
+
+
+def test_a_base_that_provides_rocm_and_wheels_only_verifies_them() -> None:
+    rocm = render(GRAPH["rocm"], REAL, BOTH)
+    assert "grep -q '^7.14' /opt/rocm/.info/version" in rocm
+    assert "apt-get install" not in rocm
+    wheels = render(GRAPH["wheels"], REAL, BOTH)
+    assert (
+        "python /tmp/verify_dists.py apex torch==2.12.0 torchaudio torchvision triton==3.7.0\n"
+        in wheels
+    )
+
+
+def test_a_plain_base_installs_rocm_from_apt_and_wheels_by_hash(pins_text: str) -> None:
+    plain = pins.loads(edit_toml(pins_text, ["base", "provides"], []))
+    rocm = render(GRAPH["rocm"], plain, BOTH)
+    assert (
+        'echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] '
+        'https://repo.radeon.com/rocm/apt/7.14 jammy main" > /etc/apt/sources.list.d/rocm.list'
+    ) in rocm
+    assert "Pin: release o=repo.radeon.com\\nPin-Priority: 600" in rocm
+    assert "apt-get install -y --no-install-recommends rocm\n" in rocm
+    wheels = render(GRAPH["wheels"], plain, BOTH)
+    assert (
+        "pip install --no-index --no-deps --require-hashes -r /tmp/wheels/requirements.txt"
+        in wheels
+    )
+
+
+def test_doit_render_prints_the_rendered_dockerfile() -> None:
+    result = run_doit("render:vllm", "arch=gfx942")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == render(GRAPH["vllm"], REAL, ("gfx942",))

@@ -17,12 +17,26 @@ DOIT_CONFIG = tasks.DOIT_CONFIG
 
 
 def _options() -> Options:
-    return Options(pins=get_var("pins", "pins.toml"), arch=get_var("arch", ""))
+    return Options(
+        pins=get_var("pins", "pins.toml"),
+        arch=get_var("arch", ""),
+        locked=get_var("locked", "") not in ("", "0"),
+    )
 
 
 def task_plan() -> dict[str, Any]:
     """Show every stage: key, arch-dependent, built or not, and why it would build."""
     return tasks.plan_task(_options(), get_var("format", "text"))
+
+
+def task_lock() -> dict[str, Any]:
+    """Record what only the network knows; locked=1 fails when anything is unlocked."""
+    return tasks.lock_task(_options())
+
+
+def task_patches() -> dict[str, Any]:
+    """Check every patch against its pinned tree."""
+    return tasks.patches_task(_options(), get_var("format", "text"))
 
 
 def task_render() -> Iterator[dict[str, Any]]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from rocmgraph import records
+import shutil
+
+from rocmgraph import context, records
 from rocmgraph.engine import BuildJob
-from rocmgraph.render import parent_arg, render
+from rocmgraph.lock import check_locked
+from rocmgraph.render import parent_arg
 from rocmgraph.run import Run
 
 
@@ -13,19 +16,23 @@ def is_built(run: Run, stage: str) -> bool:
 
 
 def build_stage(run: Run, name: str) -> None:
+    if run.options.locked:
+        check_locked(run.pins)
     if is_built(run, name):
         return
     stage = run.graph[name]
     key = run.keys[name]
+    context_dir = context.prepare(run, name, run.state_dir / "contexts" / f"{name}-{key.short}")
     job = BuildJob(
         stage=name,
         ref=run.ref(name),
-        dockerfile=render(stage, run.pins, run.archs),
+        context=context_dir,
         build_args={parent_arg(parent): run.ref(parent) for parent in stage.parents},
         labels={"org.verl-rocm-graph.stage": name, "org.verl-rocm-graph.key": key.key},
     )
     run.engine.build(job)
     records.save(run.state_dir, name, key.key, key.inputs)
+    shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
 
 
 def tag_final(run: Run, final: str) -> str:

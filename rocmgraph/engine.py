@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from rocmgraph.errors import EngineError
@@ -20,7 +21,7 @@ class BuildJob:
 
     stage: str
     ref: str  # <namespace>/<stage>:<key>
-    dockerfile: str
+    context: Path  # holds the rendered Dockerfile and everything it uses
     build_args: Mapping[str, str] = field(default_factory=dict)  # parent image refs
     labels: Mapping[str, str] = field(default_factory=dict)
 

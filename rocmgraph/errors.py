@@ -35,3 +35,15 @@ class RenderError(GraphToolError):
 
 class EngineError(GraphToolError):
     """No usable container engine, or a build on it failed."""
+
+
+class FetchError(GraphToolError):
+    """An input (source, wheel, key, digest) could not be fetched or is not what its pin says."""
+
+
+class PatchError(GraphToolError):
+    """A patch does not apply to the tree it is for."""
+
+
+class LockError(GraphToolError):
+    """The pins are not locked where they must be, or a value cannot be resolved."""

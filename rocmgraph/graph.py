@@ -30,7 +30,10 @@ class Stage:
     recipe: str  # template under docker/
     files: tuple[str, ...] = ()  # further recipe files copied into the context
     arch_dependent: bool = False
-    note: str = ""  # one line the plan may show, e.g. what the base provides
+    # Pinned files the context gets besides sources: "wheels" (the prebuilt
+    # wheels by sha256) and "rocm_key" (the apt key by sha256). None of them
+    # when the base image provides the stage.
+    fetches: tuple[str, ...] = ()
 
     @property
     def sources(self) -> tuple[str, ...]:

@@ -34,13 +34,14 @@ class Kind:
     check: Check
     fix: str | Callable[[str], str]  # what to write instead (may depend on the value)
     missing: str = ""  # why "" is allowed (unknown offline); empty: "" is invalid
+    optional: bool = False  # "" means "not set" (a mirror nobody configured)
 
     def fix_for(self, value: str) -> str:
         return self.fix(value) if callable(self.fix) else self.fix
 
     def problem(self, value: str) -> str | None:
         if value == "":
-            return None if self.missing else "must not be empty"
+            return None if self.missing or self.optional else "must not be empty"
         return self.check(value)
 
 
@@ -76,12 +77,12 @@ def _url(value: str) -> str | None:
     parts = urlsplit(value)
     if parts.scheme == "https" and parts.hostname:
         return None
-    if parts.scheme == "http" and parts.hostname and _is_loopback(parts.hostname):
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return None
     return f"{value!r} is not an https URL (plain http is allowed for loopback mirrors only)"
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -129,6 +130,14 @@ ENV_NAME = Kind(
     "use upper-case letters, digits and '_'",
 )
 URL = Kind("url", _url, "use https://, or http://127.0.0.1 for a loopback mirror")
+
+
+def _mirror(value: str) -> str | None:
+    """A mirror may also be a local path (file:///srv/mirrors/vllm.git)."""
+    return None if value.startswith("file:///") else _url(value)
+
+
+MIRROR = Kind("url", _mirror, "use https://, http://127.0.0.1 or file:///", optional=True)
 COMMIT = Kind(
     "commit",
     _commit,

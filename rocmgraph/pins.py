@@ -32,9 +32,19 @@ Scalar = str | int | bool
 Value = Scalar | tuple[str, ...]
 
 
-def _kind(kind: Kind, key_kind: Kind | None = None, default: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field whose strings (values, items, mapping values) are of ``kind``."""
-    meta = {"kind": kind, "key_kind": key_kind or kinds.NAME}
+def _kind(
+    kind: Kind,
+    key_kind: Kind | None = None,
+    default: Any = dataclasses.MISSING,
+    *,
+    location: bool = False,
+) -> Any:
+    """A dataclass field whose strings (values, items, mapping values) are of ``kind``.
+
+    A ``location`` says where to fetch something whose content another pin
+    fixes (a mirror, an index URL beside a sha256): it never feeds a key.
+    """
+    meta = {"kind": kind, "key_kind": key_kind or kinds.NAME, "location": location}
     if isinstance(default, (tuple, Mapping)):
         frozen = default if isinstance(default, tuple) else types.MappingProxyType(dict(default))
         return field(default_factory=lambda: frozen, metadata=meta)
@@ -86,7 +96,7 @@ class Rocm:
     """ROCm from its apt repository."""
 
     version: str = _kind(kinds.TEXT)
-    key_url: str = _kind(kinds.URL)
+    key_url: str = _kind(kinds.URL, location=True)  # the key is fixed by its sha256
     key_sha256: str = _kind(kinds.SHA256)
     pin_origin: str = _kind(kinds.NAME)
     pin_priority: int = 600
@@ -98,7 +108,7 @@ class Rocm:
 class Wheel:
     """A prebuilt wheel, pinned by exact file name and sha256."""
 
-    index: str = _kind(kinds.URL)
+    index: str = _kind(kinds.URL, location=True)  # the file is fixed by name and sha256
     version: str = _kind(kinds.VERSION)
     file: str = _kind(kinds.WHEEL_FILE)
     sha256: str = _kind(kinds.SHA256)
@@ -109,6 +119,7 @@ class GitSource:
     """A git repository built from source at a pinned commit."""
 
     repo: str = _kind(kinds.URL)
+    mirror: str = _kind(kinds.MIRROR, default="", location=True)  # fetched from here instead
     branch: str = _kind(kinds.NAME)  # the branch `doit bump` follows
     commit: str = _kind(kinds.COMMIT)
     tag: str = _kind(kinds.NAME, default="")  # upstream's name for the commit, if any
@@ -152,6 +163,9 @@ class Pins:
     wheels: Mapping[str, Wheel] = _kind(kinds.TEXT, default={})
     sources: Mapping[str, GitSource] = _kind(kinds.TEXT, default={})
     env: Mapping[str, str] = _kind(kinds.TEXT, kinds.ENV_NAME, default={})
+    # URL prefix -> replacement, for every git fetch (submodules too), like
+    # git's insteadOf. VERL_GRAPH_MIRRORS adds to it from the environment.
+    mirrors: Mapping[str, str] = _kind(kinds.MIRROR, kinds.URL, default={}, location=True)
     file: str = field(default="pins.toml", metadata={"toml": False})
 
     def leaves(self) -> Iterator[Leaf]:
@@ -159,7 +173,8 @@ class Pins:
         return _leaves(self, ())
 
     def flat(self) -> dict[PinPath, Value]:
-        return {leaf.path: leaf.value for leaf in self.leaves()}
+        """What the pins fix (locations left out): the view keys are made of."""
+        return {leaf.path: leaf.value for leaf in self.leaves() if not leaf.location}
 
     def missing(self) -> list[Missing]:
         """Values that cannot be known offline: empty, or a short commit id."""
@@ -179,6 +194,7 @@ class Leaf:
     path: PinPath
     value: Value
     kind: Kind | None
+    location: bool = False
 
 
 @dataclass(frozen=True)
@@ -374,17 +390,23 @@ def _check_relations(pins: Pins) -> None:
 # ---------------------------------------------------------------- flat view
 
 
-def _leaves(node: object, path: PinPath, kind: Kind | None = None) -> Iterator[Leaf]:
+def _leaves(
+    node: object, path: PinPath, kind: Kind | None = None, location: bool = False
+) -> Iterator[Leaf]:
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         for spec in dataclasses.fields(node):
             if spec.metadata.get("toml", True):
-                sub_kind = spec.metadata.get("kind")
-                yield from _leaves(getattr(node, spec.name), (*path, spec.name), sub_kind)
+                yield from _leaves(
+                    getattr(node, spec.name),
+                    (*path, spec.name),
+                    spec.metadata.get("kind"),
+                    spec.metadata.get("location", False),
+                )
     elif isinstance(node, Mapping):
         for key in sorted(node):
-            yield from _leaves(node[key], (*path, key), kind)
+            yield from _leaves(node[key], (*path, key), kind, location)
     else:
-        yield Leaf(path, typing.cast(Value, node), kind)
+        yield Leaf(path, typing.cast(Value, node), kind, location)
 
 
 def is_under(path: PinPath, reads: tuple[PinPath, ...]) -> bool:

@@ -8,6 +8,7 @@ when pins.toml is broken and the error is reported by the task that needs it.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +17,21 @@ from rocmgraph import pins as pins_
 from rocmgraph.archs import parse_archs
 from rocmgraph.engine import Engine, NoEngine
 from rocmgraph.graph import Graph
+from rocmgraph.http import Http
 from rocmgraph.keys import StageKey
 from rocmgraph.pins import Pins
+from rocmgraph.sources import Mirrors, SourceCache
+from wheels.store import Store
+
+CACHE_ENV = "VERL_GRAPH_CACHE"
+
+
+def default_cache() -> Path:
+    """Fetched sources and files, shared by every pins file: they are addressed by content."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "verl-rocm-graph"
 
 
 @dataclass(frozen=True)
@@ -26,13 +40,23 @@ class Options:
 
     pins: str = "pins.toml"
     arch: str = ""  # "" means the default of the pins file
+    locked: bool = False  # refuse anything unlocked (for CI)
 
 
 class Run:
-    def __init__(self, options: Options, graph: Graph, engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        options: Options,
+        graph: Graph,
+        engine: Engine | None = None,
+        cache: Path | None = None,
+        http: Http | None = None,
+    ) -> None:
         self.options = options
         self.graph = graph
         self.engine: Engine = engine or NoEngine()
+        self.cache = cache or default_cache()
+        self.http = http or Http()
 
     @functools.cached_property
     def pins(self) -> Pins:
@@ -47,6 +71,14 @@ class Run:
     @functools.cached_property
     def keys(self) -> dict[str, StageKey]:
         return keys_.compute(self.graph, self.pins, self.archs)
+
+    @functools.cached_property
+    def sources(self) -> SourceCache:
+        return SourceCache(self.cache, Mirrors.from_pins(self.pins))
+
+    @functools.cached_property
+    def store(self) -> Store:
+        return Store(self.cache, self.http)
 
     @property
     def namespace(self) -> str:

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import stages
-from rocmgraph import build, plan, render
-from rocmgraph.errors import GraphToolError, VariableError
+from rocmgraph import build, lock, patch_status, plan, render
+from rocmgraph.errors import GraphToolError, PatchError, VariableError
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
 
@@ -31,14 +31,48 @@ FORMATS = ("text", "json")
 
 def plan_task(options: Options, fmt: str) -> Task:
     def show() -> None:
-        if fmt not in FORMATS:
-            raise VariableError(f"format={fmt}: unknown format; use format=text or format=json")
+        _check_format(fmt)
         run = Run(options, stages.graph())
         plans = plan.make_plan(run)
         print(plan.as_json(run, plans) if fmt == "json" else plan.as_text(run, plans))
 
     return {
         "doc": "show every stage: key, arch-dependent, built or not, and why it would build",
+        "actions": [guarded(show)],
+        "uptodate": [False],
+        "meta": {"quiet": True},
+        "verbosity": 2,
+    }
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise VariableError(f"format={fmt}: unknown format; use format=text or format=json")
+
+
+def lock_task(options: Options) -> Task:
+    def run_lock() -> None:
+        print("\n".join(lock.run_lock(Run(options, stages.graph()))))
+
+    return {
+        "doc": "record what only the network knows: wheel files and sha256, full commits, digests",
+        "actions": [guarded(run_lock)],
+        "uptodate": [False],
+        "verbosity": 2,
+    }
+
+
+def patches_task(options: Options, fmt: str) -> Task:
+    def show() -> None:
+        _check_format(fmt)
+        rows = patch_status.table(Run(options, stages.graph()))
+        print(patch_status.as_json(rows) if fmt == "json" else patch_status.as_text(rows))
+        conflicts = [row for row in rows if row.status == "conflicts"]
+        if conflicts:
+            raise PatchError(f"{len(conflicts)} patches conflict with their pinned tree")
+
+    return {
+        "doc": "check every patch against its pinned tree: applies, obsolete or conflicts",
         "actions": [guarded(show)],
         "uptodate": [False],
         "meta": {"quiet": True},

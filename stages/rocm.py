@@ -13,4 +13,5 @@ STAGE = Stage(
     parents=("base",),
     reads=(("rocm",), ("base", "provides")),
     recipe="rocm.Dockerfile.j2",
+    fetches=("rocm_key",),
 )

@@ -14,4 +14,5 @@ STAGE = Stage(
     reads=(("wheels",), ("base", "provides")),
     recipe="wheels.Dockerfile.j2",
     files=("docker/files/verify_dists.py",),
+    fetches=("wheels",),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -34,11 +35,14 @@ def delete_toml(text: str, path: Sequence[str]) -> str:
     return tomlkit.dumps(document)
 
 
-def run_doit(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def run_doit(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """doit as a user runs it, from the repository root."""
     return subprocess.run(
         [sys.executable, "-m", "doit", *args],
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         check=False,
@@ -61,3 +65,18 @@ def write_pins(tmp_path: Path) -> Any:
         return path
 
     return write
+
+
+def need(tool: str) -> None:
+    """A test that needs ``tool`` fails in CI when it is missing (CI installs it) and skips
+    elsewhere; the skip says what to install."""
+    import os
+    import shutil
+
+    if shutil.which(tool) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{tool} is missing; .ci/run installs it")
+        pytest.skip(f"{tool} is not installed (apt-get install {tool})")
+
+
+pytest_plugins = ["world"]

@@ -16,7 +16,7 @@ ARCHS = (
     "gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, gfx1200, gfx1201, gfx1250"
 )
 SOURCE_KEYS = (
-    "arch_env, branch, commit, env, install_deps, overlay, patches, repo, requirements, "
+    "arch_env, branch, commit, env, install_deps, mirror, overlay, patches, repo, requirements, "
     "subdirs, submodules, tag, uninstall, version"
 )
 
@@ -36,7 +36,7 @@ BAD: dict[str, tuple[Edit, str]] = {
     "unknown table": (
         lambda t: t + '\n[sourcs.x]\nrepo = "https://example.org/x"\n',
         "pins.toml: top level: unknown key 'sourcs'; did you mean 'sources'? "
-        "known keys: base, build, env, image, python, rocm, sources, wheels",
+        "known keys: base, build, env, image, mirrors, python, rocm, sources, wheels",
     ),
     "wrong type": (
         lambda t: edit_toml(t, ["build", "max_jobs"], "64"),

@@ -11,7 +11,7 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
     result = run_doit("list")
     assert result.returncode == 0, result.stderr
     docs = dict(line.split(None, 1) for line in result.stdout.splitlines())
-    expected = {"plan", "build", "render", "build:image"}
+    expected = {"plan", "lock", "patches", "build", "render", "build:image"}
     for stage in stages.graph():
         expected |= {f"build:{stage.name}", f"render:{stage.name}"}
     assert set(docs) == expected

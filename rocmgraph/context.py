@@ -1,0 +1,77 @@
+"""The build context of a stage: everything its recipe uses, fetched and checked on the host.
+
+Layout, relative to the context root:
+- ``Dockerfile``: the rendered recipe;
+- ``src/<name>/``: each source at its pinned commit (no .git), its patches
+  applied; a conflicting patch stops here, before any compile starts;
+- ``wheels/``: the pinned wheels and a ``requirements.txt`` with their hashes;
+- ``rocm.gpg.key``: the apt key, checked against its sha256;
+- ``docker/...``: the recipe files the stage copies in, at their repository paths.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from rocmgraph import keys, patches
+from rocmgraph.errors import FetchError
+from rocmgraph.layout import ROOT
+from rocmgraph.render import render
+from rocmgraph.run import Run
+from rocmgraph.sources import copy_tree
+from wheels import index
+
+
+def prepare(run: Run, name: str, dest: Path) -> Path:
+    """Write stage ``name``'s context into ``dest`` (made empty first); return ``dest``."""
+    stage, pins = run.graph[name], run.pins
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    (dest / "Dockerfile").write_text(render(stage, pins, run.archs), encoding="utf-8")
+    for relative in keys.recipe_files(stage, pins):
+        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / relative, dest / relative)
+    for source_name in stage.sources:
+        source = pins.sources[source_name]
+        tree = dest / "src" / source_name
+        copy_tree(run.sources.tree(source_name, source), tree)
+        patches.apply(tree, source.patches, source_name)
+    if name not in pins.base.provides:
+        if "wheels" in stage.fetches:
+            _wheels(run, dest / "wheels")
+        if "rocm_key" in stage.fetches:
+            _rocm_key(run, dest / "rocm.gpg.key")
+    return dest
+
+
+def _wheels(run: Run, dest: Path) -> None:
+    dest.mkdir()
+    lines = []
+    for name, wheel in run.pins.wheels.items():
+        if not wheel.file or not wheel.sha256:
+            raise FetchError(
+                f"stage wheels: [wheels.{name}] has no exact file and sha256 yet; run `doit lock`"
+            )
+        stored = run.store.fetch(
+            index.file_url(wheel.index, wheel.file), wheel.file, wheel.sha256, f"wheel {name}"
+        )
+        _link(stored.path, dest / wheel.file)
+        lines.append(f"/tmp/wheels/{wheel.file} --hash=sha256:{wheel.sha256}\n")
+    (dest / "requirements.txt").write_text("".join(lines), encoding="utf-8")
+
+
+def _rocm_key(run: Run, dest: Path) -> None:
+    rocm = run.pins.rocm
+    if not rocm.key_sha256:
+        raise FetchError("stage rocm: [rocm].key_sha256 is not pinned yet; run `doit lock`")
+    _link(run.store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key").path, dest)
+
+
+def _link(stored: Path, dest: Path) -> None:
+    """A hard link where the filesystem allows (a torch wheel is GBs), else a copy."""
+    try:
+        os.link(stored, dest)
+    except OSError:
+        shutil.copy2(stored, dest)

@@ -1,0 +1,35 @@
+"""The one module that runs git."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from rocmgraph import proc
+
+# Never prompt for credentials, speak C so messages can be matched, and give up
+# on a transfer that stalls rather than hang a build.
+_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1"}
+_CONFIG = {"http.lowSpeedLimit": "1000", "http.lowSpeedTime": "60", "advice.detachedHead": "false"}
+
+
+def git(
+    *args: str,
+    cwd: Path | None = None,
+    config: Mapping[str, str] | None = None,
+    timeout: float | None = 3600,
+    ceiling: Path | None = None,
+) -> str:
+    """Run ``git args`` and return its stdout.
+
+    ``config`` adds ``-c key=value`` settings (mirror rewrites among them).
+    ``ceiling`` stops git from finding a repository above that directory, so
+    ``git apply`` in a plain tree never touches an enclosing checkout.
+    """
+    settings = {**_CONFIG, **(config or {})}
+    argv = ["git", *(arg for key, value in settings.items() for arg in ("-c", f"{key}={value}"))]
+    env = {**os.environ, **_ENV}
+    if ceiling is not None:
+        env["GIT_CEILING_DIRECTORIES"] = str(ceiling)
+    return proc.run([*argv, *args], cwd=cwd, env=env, timeout=timeout).stdout

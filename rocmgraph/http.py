@@ -1,0 +1,92 @@
+"""The one module that talks HTTP: timeouts, bounded retries with backoff, streamed downloads."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import requests
+
+from rocmgraph.errors import FetchError
+
+T = TypeVar("T")
+
+
+@dataclass
+class Http:
+    """HTTP with a connect/read timeout and a few retries for what retrying can fix."""
+
+    timeout: float = 30.0  # seconds to connect, and between two reads
+    attempts: int = 3
+    backoff: float = 1.0  # seconds before the second attempt, doubled after
+    session: requests.Session = field(default_factory=requests.Session)
+    sleep: Callable[[float], None] = time.sleep
+
+    def get_text(self, url: str) -> str:
+        return self._with_retries(url, lambda: self._get(url).text)
+
+    def get(self, url: str, headers: dict[str, str] | None = None) -> requests.Response:
+        """A whole response (4xx included, for callers that negotiate, like registries)."""
+
+        def once() -> requests.Response:
+            response = self.session.get(url, timeout=self.timeout, headers=headers)
+            if response.status_code >= 500:
+                raise _Status(response.status_code)
+            return response
+
+        return self._with_retries(url, once)
+
+    def download(self, url: str, dest: Path) -> str:
+        """Stream ``url`` into ``dest``; return the sha256 of what arrived."""
+
+        def once() -> str:
+            digest = hashlib.sha256()
+            with self._get(url, stream=True) as response, dest.open("wb") as out:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+            return digest.hexdigest()
+
+        return self._with_retries(url, once)
+
+    def _get(self, url: str, stream: bool = False) -> requests.Response:
+        response = self.session.get(url, timeout=self.timeout, stream=stream)
+        if response.status_code >= 400:
+            response.close()
+            raise _Status(response.status_code)
+        return response
+
+    def _with_retries(self, url: str, once: Callable[[], T]) -> T:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return once()
+            except _Status as status:
+                if status.code < 500 or attempt == self.attempts:
+                    raise FetchError(f"GET {url}: HTTP {status.code}") from None
+                problem = f"HTTP {status.code}"
+            except requests.Timeout:
+                problem = f"no answer within {self.timeout:g} s"
+            except requests.RequestException as exc:
+                problem = _describe(exc)
+            if attempt == self.attempts:
+                raise FetchError(f"GET {url}: {problem} ({self.attempts} attempts)")
+            self.sleep(self.backoff * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+
+class _Status(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _describe(exc: requests.RequestException) -> str:
+    if isinstance(exc, requests.exceptions.ChunkedEncodingError):
+        return "the connection was dropped during the transfer"
+    if isinstance(exc, requests.ConnectionError):
+        return "cannot connect"
+    return type(exc).__name__

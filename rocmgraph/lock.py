@@ -1,0 +1,151 @@
+"""`doit lock`: fill in what can only be known online, and write it into the pins file.
+
+It records exact wheel file names and their sha256, the full id behind a
+short commit (or the commit a tag or branch names when none is pinned), the
+ROCm key's sha256 and the base image's digest. The pins file is rewritten
+with tomlkit (comments and layout kept), atomically. ``locked=1`` changes
+nothing: it fails when anything is still unlocked, for CI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from rocmgraph import registry
+from rocmgraph.errors import FetchError, LockError
+from rocmgraph.fsutil import atomic_write_text
+from rocmgraph.pins import PinPath, Pins, Value, Wheel, format_path
+from rocmgraph.run import Run
+from wheels import index
+
+
+@dataclass(frozen=True)
+class Change:
+    path: PinPath
+    old: Value
+    new: Value
+
+    def __str__(self) -> str:
+        return f"{format_path(self.path)}: {self.old or '(empty)'} -> {self.new}"
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    path: PinPath
+    why: str
+    failed: bool = True  # a lookup failed (network, not found); else a choice left to you
+
+    def __str__(self) -> str:
+        return f"{format_path(self.path)}: {self.why}"
+
+
+@dataclass
+class Result:
+    changes: list[Change] = field(default_factory=list)
+    unresolved: list[Unresolved] = field(default_factory=list)
+
+    def attempt(self, path: PinPath, old: Value, compute: Callable[[], str]) -> str | None:
+        """Record what ``compute`` finds for ``path``, or why it could not."""
+        try:
+            new = compute()
+        except FetchError as exc:
+            self.unresolved.append(Unresolved(path, str(exc)))
+            return None
+        if new != old:
+            self.changes.append(Change(path, old, new))
+        return new
+
+
+def check_locked(pins: Pins) -> None:
+    """For ``locked=1``: refuse pins that still leave anything open."""
+    missing = pins.missing()
+    if missing:
+        names = ", ".join(format_path(m.path) for m in missing)
+        raise LockError(
+            f"{pins.file} is not locked: {names}; run `doit lock` where the network allows "
+            "and commit the pins file"
+        )
+
+
+def resolve(run: Run) -> Result:
+    pins, result = run.pins, Result()
+    for name, wheel in pins.wheels.items():
+        _wheel(run, name, wheel, result)
+    for name, source in pins.sources.items():
+        if len(source.commit) != 40:
+            result.attempt(
+                ("sources", name, "commit"),
+                source.commit,
+                lambda name=name, source=source: run.sources.full_id(name, source),  # type: ignore[misc]
+            )
+    if not pins.rocm.key_sha256:
+        key_url = pins.rocm.key_url
+        result.attempt(
+            ("rocm", "key_sha256"),
+            "",
+            lambda: run.store.fetch(key_url, "rocm.gpg.key", "", "ROCm key").sha256,
+        )
+    if not pins.base.digest:
+        image = pins.base.image
+        result.attempt(("base", "digest"), "", lambda: registry.digest(image, run.http))
+    seen = {c.path for c in result.changes} | {u.path for u in result.unresolved}
+    for missing in pins.missing():
+        if missing.path not in seen:  # apt and Python versions: a choice, not a lookup
+            result.unresolved.append(
+                Unresolved(missing.path, f"{missing.why}; pin it by hand", failed=False)
+            )
+    return result
+
+
+def _wheel(run: Run, name: str, wheel: Wheel, result: Result) -> None:
+    file = wheel.file or result.attempt(
+        ("wheels", name, "file"),
+        "",
+        lambda: index.resolve(
+            name,
+            wheel,
+            index.listing(run.http.get_text(wheel.index), wheel.index),
+            run.pins.python.version,
+        ),
+    )
+    if file and not wheel.sha256:
+        url = index.file_url(wheel.index, file)
+        result.attempt(
+            ("wheels", name, "sha256"),
+            "",
+            lambda: run.store.fetch(url, file, "", f"wheel {name}").sha256,
+        )
+
+
+def write(path: Path, changes: list[Change]) -> None:
+    """Set each changed value in the pins file, keeping every comment; atomically."""
+    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    for change in changes:
+        node: Any = document
+        for part in change.path[:-1]:
+            node = node[part]
+        node[change.path[-1]] = change.new
+    atomic_write_text(path, tomlkit.dumps(document))
+
+
+def run_lock(run: Run) -> list[str]:
+    """`doit lock`: resolve, write what was found, and report; fails if a lookup failed."""
+    if run.options.locked:
+        check_locked(run.pins)
+        return [f"{run.pins.file} is locked"]
+    result = resolve(run)
+    if result.changes:
+        write(Path(run.options.pins), result.changes)
+    lines = [f"locked {change}" for change in result.changes]
+    lines += [f"left open {item}" for item in result.unresolved]
+    lines.append(f"{run.pins.file}: {len(result.changes)} values recorded")
+    failed = [item for item in result.unresolved if item.failed]
+    if failed:
+        print("\n".join(lines))
+        raise LockError(f"{len(failed)} values could not be resolved; see above")
+    return lines

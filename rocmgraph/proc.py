@@ -1,0 +1,52 @@
+"""The one subprocess runner: every external tool (git, docker) goes through it."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rocmgraph.errors import GraphToolError
+
+
+class CommandFailed(GraphToolError):
+    """A command exited non-zero; the message ends with its last line of error output."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        self.argv, self.returncode, self.stderr = list(argv), returncode, stderr
+        last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
+        super().__init__(f"`{shlex.join(argv)}` failed with exit code {returncode}: {last}")
+
+
+class CommandMissing(GraphToolError):
+    pass
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    input_text: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv``; raise CommandFailed on a non-zero exit, with stderr kept."""
+    try:
+        result = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input_text,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
+    except subprocess.TimeoutExpired:
+        raise CommandFailed(argv, -1, f"timed out after {timeout} s") from None
+    if result.returncode != 0:
+        raise CommandFailed(argv, result.returncode, result.stderr)
+    return result

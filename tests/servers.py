@@ -1,0 +1,206 @@
+"""Real servers on 127.0.0.1 for tests: HTTP with scripted misbehaviour, and git upstreams."""
+
+from __future__ import annotations
+
+import http.server
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Handler = http.server.BaseHTTPRequestHandler
+
+
+@dataclass
+class Route:
+    body: bytes = b""
+    status: int = 200
+    headers: dict[str, str] | None = None
+    drop_after: int | None = None  # send this many bytes of the body, then hang up
+    delay: float = 0.0  # seconds before answering
+    failures: int = 0  # answer the first N requests by dropping the connection
+    hits: int = 0
+
+
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1: scripted routes, and a static directory for the rest."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.routes: dict[str, Route] = {}
+        self.root = root
+        server = self
+
+        class _Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=str(server.root or "/nonexistent"), **kwargs)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                route = server.routes.get(self.path)
+                if route is None:
+                    super().do_GET()
+                    return
+                server.serve(self, route)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def serve(self, handler: Handler, route: Route) -> None:
+        route.hits += 1
+        if route.delay:
+            time.sleep(route.delay)
+        if route.hits <= route.failures:
+            handler.close_connection = True
+            return
+        handler.send_response(route.status)
+        for name, value in (route.headers or {}).items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(route.body)))
+        handler.end_headers()
+        if route.drop_after is not None:
+            handler.wfile.write(route.body[: route.drop_after])
+            handler.wfile.flush()
+            handler.close_connection = True
+            return
+        handler.wfile.write(route.body)
+
+    def __enter__(self) -> LoopbackServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "protocol.file.allow=always", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str], branch: str = "main") -> str:
+    """A new git repository with one commit of ``files``; returns the commit id."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "--quiet", f"--initial-branch={branch}")
+    git(path, "config", "user.email", "upstream@example.org")
+    git(path, "config", "user.name", "Upstream")
+    return commit(path, files, "initial")
+
+
+def commit(path: Path, files: Mapping[str, str | None], message: str) -> str:
+    """Write (or, for None, delete) ``files`` and commit; returns the commit id."""
+    for name, text in files.items():
+        target = path / name
+        if text is None:
+            git(path, "rm", "--quiet", name)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        git(path, "add", name)
+    git(path, "commit", "--quiet", "--allow-empty", "-m", message)
+    return git(path, "rev-parse", "HEAD")
+
+
+def serve_bare(repo: Path, root: Path, name: str) -> Path:
+    """A bare copy of ``repo`` under ``root`` that a static HTTP server can serve (dumb git)."""
+    bare = root / name
+    git(root, "clone", "--quiet", "--bare", str(repo), str(bare))
+    git(bare, "update-server-info")
+    return bare
+
+
+class Registry:
+    """A real OCI registry (Debian's docker-registry) on 127.0.0.1, storing under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.root = root
+        config = root / "config.yml"
+        root.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            "version: 0.1\n"
+            "log:\n  level: error\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+            "  delete:\n    enabled: true\n"
+            f"http:\n  addr: 127.0.0.1:{self.port}\n"
+        )
+        self.process = subprocess.Popen(
+            ["docker-registry", "serve", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Registry:
+        import requests
+
+        for _ in range(100):
+            try:
+                requests.get(f"http://{self.host}/v2/", timeout=1).close()
+                return self
+            except requests.ConnectionError:
+                time.sleep(0.05)
+        self.__exit__()
+        raise RuntimeError("docker-registry did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+    def push(self, repository: str, tag: str, config: bytes) -> str:
+        """Push a one-config, no-layer image through the registry API; return its digest."""
+        import hashlib
+        import json
+
+        import requests
+
+        base = f"http://{self.host}/v2/{repository}"
+        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        started = requests.post(f"{base}/blobs/uploads/", timeout=10)
+        location = started.headers["Location"]
+        separator = "&" if "?" in location else "?"
+        url = location if location.startswith("http") else f"http://{self.host}{location}"
+        requests.put(f"{url}{separator}digest={config_digest}", data=config, timeout=10)
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {
+                    "mediaType": "application/vnd.oci.image.config.v1+json",
+                    "digest": config_digest,
+                    "size": len(config),
+                },
+                "layers": [],
+            }
+        ).encode()
+        response = requests.put(
+            f"{base}/manifests/{tag}",
+            data=manifest,
+            headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+            timeout=10,
+        )
+        response.raise_for_status()
+        return "sha256:" + hashlib.sha256(manifest).hexdigest()

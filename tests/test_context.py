@@ -1,0 +1,123 @@
+"""Build contexts: sources patched on the host, wheels and key by hash, nothing fetched twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_doit
+from servers import commit
+from world import World
+
+import stages
+from rocmgraph import context, patches
+from rocmgraph.errors import FetchError, PatchError
+from rocmgraph.run import Options, Run
+
+
+def locked_run(world: World, monkeypatch: pytest.MonkeyPatch) -> Run:
+    for name, value in world.env.items():
+        monkeypatch.setenv(name, value)
+    assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
+    return Run(Options(pins=str(world.pins), arch="gfx942"), stages.graph())
+
+
+def test_a_source_stage_gets_its_patched_tree_without_git(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    run = locked_run(world, monkeypatch)
+    dest = context.prepare(run, "vllm", tmp_path / "ctx")
+    assert (dest / "Dockerfile").read_text().startswith("# vllm: built from pinned sources")
+    tree = dest / "src" / "vllm"
+    assert not (tree / ".git").exists()
+    assert "hipMemset" in (tree / "csrc/cumem_allocator.cpp").read_text()
+    assert (dest / "docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch").is_file()
+    cached = run.cache / "git" / world.commits["vllm"]
+    assert "hipMemset" not in (cached / "csrc/cumem_allocator.cpp").read_text()
+
+
+def test_the_wheels_stage_gets_its_files_by_hash_and_a_hashed_requirements_file(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    run = locked_run(world, monkeypatch)
+    dest = context.prepare(run, "wheels", tmp_path / "ctx")
+    lines = (dest / "wheels" / "requirements.txt").read_text().splitlines()
+    torch = run.pins.wheels["torch"]
+    assert f"/tmp/wheels/{torch.file} --hash=sha256:{torch.sha256}" in lines
+    assert len(lines) == 5
+    stored = run.store.path(torch.sha256, torch.file)
+    assert (dest / "wheels" / torch.file).stat().st_ino == stored.stat().st_ino  # a link
+    key = context.prepare(run, "rocm", tmp_path / "rocm")
+    assert (key / "rocm.gpg.key").read_bytes().startswith(b"-----BEGIN PGP")
+
+
+def test_an_unlocked_wheel_stops_the_context_with_what_to_do(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name, value in world.env.items():
+        monkeypatch.setenv(name, value)
+    run = Run(Options(pins=str(world.pins), arch="gfx942"), stages.graph())
+    with pytest.raises(FetchError) as caught:
+        context.prepare(run, "wheels", tmp_path / "ctx")
+    assert str(caught.value) == (
+        "stage wheels: [wheels.apex] has no exact file and sha256 yet; run `doit lock`"
+    )
+
+
+def test_a_conflicting_patch_stops_the_stage_before_any_build(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    repo = world.repos["vllm"]
+    text = (
+        (repo / "csrc/cumem_allocator.cpp").read_text().replace("    return;\n", "    goto out;\n")
+    )
+    moved = commit(repo, {"csrc/cumem_allocator.cpp": text}, "upstream rework")
+    world.pins.write_text(world.pins_text().replace(world.commits["vllm"], moved))
+    run = locked_run(world, monkeypatch)
+    with pytest.raises(PatchError) as caught:
+        context.prepare(run, "vllm", tmp_path / "ctx")
+    assert str(caught.value) == (
+        "source vllm: docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch conflicts: "
+        "csrc/cumem_allocator.cpp: hunk 1 (@@ -212,6 +212,14 @@) does not apply"
+    )
+
+
+def test_doit_patches_reports_each_patch_at_the_pinned_commits(world: World) -> None:
+    assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
+    result = run_doit("patches", f"pins={world.pins}", "format=json", env=world.env)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["patches"]
+    assert len(rows) == 9
+    assert {row["status"] for row in rows} == {"applies"}
+    megatron = next(row for row in rows if row["target"] == "megatron-core")
+    assert megatron["at"] == "0.18.0"
+    cumem = next(
+        row for row in rows if row["patch"].endswith("0001-cumem-zero-mapped-vram-on-rocm.patch")
+    )
+    assert cumem["upstream"] == "vllm-project/vllm#44972"
+    assert cumem["at"] == world.commits["vllm"]
+
+
+def test_doit_patches_names_obsolete_and_conflicting_patches(world: World) -> None:
+    repo = world.repos["vllm"]
+    merged = patches.postimage(
+        patches.read_patch("docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch")
+    )
+    pad = "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py"
+    reworded = (repo / pad).read_text().replace("# used by captured CUDA graphs.", "# reworded")
+    moved = commit(repo, {**merged, pad: reworded}, "Zero mapped VRAM on ROCm (#44972)")
+    world.pins.write_text(world.pins_text().replace(world.commits["vllm"], moved))
+    assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
+    result = run_doit("patches", f"pins={world.pins}", env=world.env)
+    assert result.returncode == 1
+    assert result.stderr == "error: 1 patches conflict with their pinned tree\n"
+    lines = [line for line in result.stdout.splitlines() if "/vllm/" in line]
+    assert lines[0].split() == [
+        "docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch",
+        "obsolete", "upstream", "has", "this", "change", "already",
+    ]  # fmt: skip
+    assert lines[1].split()[:3] == [
+        "docker/patches/vllm/0002-moe-pad-weight-in-place.patch", "conflicts", f"{pad}:",
+    ]  # fmt: skip
+    assert result.stdout.splitlines()[-1] == "7 applies, 1 obsolete, 1 conflicts"

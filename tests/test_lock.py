@@ -1,0 +1,63 @@
+"""doit lock: what only the network knows, recorded in the pins file with its comments kept."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from conftest import run_doit
+from world import KEY, WHEELS, World, wheel_bytes
+
+from rocmgraph import pins
+
+
+def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world: World) -> None:
+    before = world.pins_text()
+    result = run_doit("lock", f"pins={world.pins}", env=world.env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    locked = pins.load(world.pins)
+    for name, (_version, file) in WHEELS.items():
+        assert locked.wheels[name].file == file
+        assert locked.wheels[name].sha256 == hashlib.sha256(wheel_bytes(name)).hexdigest()
+    assert locked.rocm.key_sha256 == hashlib.sha256(KEY).hexdigest()
+    for name in ("aiter", "transformer_engine", "flash_attention", "torch_memory_saver"):
+        assert locked.sources[name].commit == world.commits[name], name
+    assert locked.missing() == []
+    assert f"locked [sources.aiter].commit: {world.commits['aiter'][:9]} -> " in result.stdout
+    # Only the values changed: every comment and every other byte is where it was.
+    after = world.pins_text()
+    assert _values_blanked(after) == _values_blanked(before)
+    assert "# exact apt version: `doit lock` reads it from the repository" in after
+
+
+def test_locked_refuses_unlocked_pins_and_accepts_locked_ones(world: World) -> None:
+    refused = run_doit("lock", f"pins={world.pins}", "locked=1", env=world.env)
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        f"error: {world.pins} is not locked: [rocm].key_sha256, [wheels.apex].file, "
+        "[wheels.apex].sha256, [wheels.torch].file, [wheels.torch].sha256, "
+        "[wheels.torchaudio].file, [wheels.torchaudio].sha256, [wheels.torchvision].file, "
+        "[wheels.torchvision].sha256, [wheels.triton].file, [wheels.triton].sha256, "
+        "[sources.aiter].commit, [sources.flash_attention].commit, "
+        "[sources.torch_memory_saver].commit, [sources.transformer_engine].commit; "
+        "run `doit lock` where the network allows and commit the pins file\n"
+    )
+    assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
+    accepted = run_doit("lock", f"pins={world.pins}", "locked=1", env=world.env)
+    assert accepted.returncode == 0, accepted.stderr
+    assert f"{world.pins} is locked" in accepted.stdout
+
+
+def test_lock_that_cannot_reach_an_index_writes_what_it_found_and_fails(world: World) -> None:
+    world.server.routes["/rocm-rel-7.14/"].status = 404
+    result = run_doit("lock", f"pins={world.pins}", env=world.env)
+    assert result.returncode == 1
+    assert result.stderr == "error: 5 values could not be resolved; see above\n"
+    assert f"left open [wheels.torch].file: GET {world.server.url}/rocm-rel-7.14/: HTTP 404" in (
+        result.stdout
+    )
+    assert pins.load(world.pins).sources["aiter"].commit == world.commits["aiter"]
+
+
+def _values_blanked(text: str) -> str:
+    return re.sub(r'= "[^"]*"', '= ""', text)

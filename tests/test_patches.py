@@ -1,0 +1,144 @@
+"""Patches: one status each (applies, obsolete, conflicts), never applied twice, never fuzzed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from rocmgraph import patches, pins
+from rocmgraph.errors import PatchError
+
+VLLM = tuple(
+    f"docker/patches/vllm/{name}"
+    for name in (
+        "0001-cumem-zero-mapped-vram-on-rocm.patch",
+        "0002-moe-pad-weight-in-place.patch",
+        "0003-moe-oracle-keep-weight-storage.patch",
+    )
+)
+CUMEM, PAD, ORACLE = VLLM
+PAD_FILE = "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py"
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def upstream_at_pin(root: Path, names: tuple[str, ...] = VLLM) -> Path:
+    """A tree with exactly what the patches expect (their pre-images)."""
+    files: dict[str, str] = {}
+    for name in names:
+        files.update(patches.preimage(patches.read_patch(name)))
+    return write_tree(root, files)
+
+
+def test_every_pinned_patch_names_its_intent_and_upstream() -> None:
+    real = pins.load(ROOT / "pins.toml")
+    names = [p for s in real.sources.values() for p in s.patches]
+    names += [p for ps in real.python.patches.values() for p in ps]
+    assert len(names) == 9
+    upstreams = {name.rsplit("/", 1)[-1]: patches.read_patch(name).upstream for name in names}
+    assert upstreams == {
+        "0001-cumem-zero-mapped-vram-on-rocm.patch": ("vllm-project/vllm", 44972),
+        "0002-moe-pad-weight-in-place.patch": ("vllm-project/vllm", 46009),
+        "0003-moe-oracle-keep-weight-storage.patch": ("vllm-project/vllm", 46009),
+        "0001-layernorm-in-place-fused-add-rms-norm.patch": ("sgl-project/sglang", 32034),
+        "0002-pyproject-no-rust-grpc-extension.patch": None,
+        "0003-sgl-kernel-build-for-every-target-arch.patch": None,
+        "0004-sgl-kernel-fp8-type-by-compiled-arch.patch": None,
+        "0001-rollout-rocm-engine-defaults.patch": None,
+        "0001-attention-backend-env-warns.patch": None,
+    }
+    for name in names:
+        assert patches.read_patch(name).description
+
+
+def test_patches_apply_at_the_pin_in_order(tmp_path: Path) -> None:
+    tree = upstream_at_pin(tmp_path / "tree")
+    statuses = patches.apply(tree, VLLM, "vllm")
+    assert [s.status for s in statuses] == ["applies", "applies", "applies"]
+    assert "hipMemset" in (tree / "csrc/cumem_allocator.cpp").read_text()
+    assert "w13_weight.data.copy_(" in (tree / PAD_FILE).read_text()
+
+
+def test_a_fix_upstream_merged_is_obsolete_and_never_applied_twice(tmp_path: Path) -> None:
+    tree = upstream_at_pin(tmp_path / "tree")
+    write_tree(tree, patches.postimage(patches.read_patch(CUMEM)))  # upstream merged #44972
+    before = (tree / "csrc/cumem_allocator.cpp").read_text()
+    statuses = patches.apply(tree, VLLM, "vllm")
+    assert statuses[0] == patches.Status(CUMEM, "obsolete", "upstream has this change already")
+    assert (tree / "csrc/cumem_allocator.cpp").read_text() == before
+    assert before.count("hipMemset") == 1
+
+
+def test_changed_context_is_a_conflict_naming_file_and_hunk(tmp_path: Path) -> None:
+    tree = upstream_at_pin(tmp_path / "tree")
+    text = (tree / PAD_FILE).read_text()
+    (tree / PAD_FILE).write_text(text.replace("# used by captured CUDA graphs.", "# (reworded)"))
+    statuses = patches.check(tree, VLLM)
+    assert statuses[1] == patches.Status(
+        PAD, "conflicts", f"{PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply"
+    )
+    assert [s.status for s in statuses] == ["applies", "conflicts", "applies"]
+
+
+def test_a_moved_file_is_a_conflict_not_silence(tmp_path: Path) -> None:
+    tree = upstream_at_pin(tmp_path / "tree")
+    (tree / "csrc/cumem_allocator.cpp").rename(tree / "csrc/cumem.cpp")
+    statuses = patches.check(tree, VLLM)
+    assert statuses[0] == patches.Status(
+        CUMEM, "conflicts", "csrc/cumem_allocator.cpp: no such file (moved or deleted upstream?)"
+    )
+
+
+def test_a_conflict_stops_before_anything_is_applied(tmp_path: Path) -> None:
+    tree = upstream_at_pin(tmp_path / "tree")
+    (tree / "csrc/cumem_allocator.cpp").unlink()
+    pad_before = (tree / PAD_FILE).read_text()
+    with pytest.raises(PatchError) as caught:
+        patches.apply(tree, VLLM, "vllm")
+    assert str(caught.value) == (
+        f"source vllm: {CUMEM} conflicts: "
+        "csrc/cumem_allocator.cpp: no such file (moved or deleted upstream?)"
+    )
+    assert (tree / PAD_FILE).read_text() == pad_before
+
+
+def test_checking_leaves_the_tree_untouched(tmp_path: Path) -> None:
+    tree = upstream_at_pin(tmp_path / "tree")
+    before = {p: p.read_text() for p in tree.rglob("*") if p.is_file()}
+    patches.check(tree, VLLM)
+    assert {p: p.read_text() for p in tree.rglob("*") if p.is_file()} == before
+
+
+def test_every_real_patch_applies_to_its_own_preimage(tmp_path: Path) -> None:
+    real = pins.load(ROOT / "pins.toml")
+    groups = [s.patches for s in real.sources.values() if s.patches]
+    groups += list(real.python.patches.values())
+    for number, group in enumerate(groups):
+        tree = upstream_at_pin(tmp_path / str(number), group)
+        assert {s.status for s in patches.check(tree, group)} == {"applies"}, group
+        post: dict[str, str] = {}
+        for name in group:
+            post.update(patches.postimage(patches.read_patch(name)))
+        done = write_tree(tmp_path / f"{number}-merged", post)
+        assert {s.status for s in patches.check(done, group)} == {"obsolete"}, group
+
+
+def test_a_patch_without_its_header_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "docker" / "bare.patch").write_text("diff --git a/x b/x\n")
+    monkeypatch.setattr(patches, "ROOT", tmp_path)
+    with pytest.raises(PatchError) as caught:
+        patches.read_patch("docker/bare.patch")
+    assert str(caught.value) == (
+        "docker/bare.patch: the header needs `Description:` and `Forwarded:` "
+        "(a pull request URL, or not-needed), then a line `---` before the diff"
+    )

@@ -17,10 +17,14 @@ DOIT_CONFIG = tasks.DOIT_CONFIG
 
 
 def _options() -> Options:
-    return Options(
-        pins=get_var("pins", "pins.toml"),
-        arch=get_var("arch", ""),
-        locked=get_var("locked", "") not in ("", "0"),
+    return tasks.resolve(
+        Options(
+            pins=get_var("pins", ""),
+            arch=get_var("arch", ""),
+            locked=get_var("locked", "") not in ("", "0"),
+            network=get_var("network", ""),
+            profile=get_var("profile", ""),
+        )
     )
 
 
@@ -42,6 +46,11 @@ def task_patches() -> dict[str, Any]:
 def task_render() -> Iterator[dict[str, Any]]:
     """Print a stage's rendered Dockerfile."""
     return tasks.render_tasks(_options())
+
+
+def task_demo() -> dict[str, Any]:
+    """Prepare and serve the offline demo profile (builds with profile=demo use it)."""
+    return tasks.demo_task(_options())
 
 
 def task_build() -> Iterator[dict[str, Any]]:

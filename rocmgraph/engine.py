@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from rocmgraph.errors import EngineError
-
 
 @dataclass(frozen=True)
 class BuildJob:
@@ -29,24 +27,8 @@ class BuildJob:
 class Engine(Protocol):
     def image_exists(self, ref: str) -> bool: ...
 
+    def image_id(self, ref: str) -> str | None: ...
+
     def build(self, job: BuildJob) -> None: ...
 
     def tag(self, ref: str, alias: str) -> None: ...
-
-
-class NoEngine:
-    """Stands in until a real executor is configured: nothing is built, building stops."""
-
-    MESSAGE = (
-        "building needs a container engine executor, which this version does not have yet; "
-        "`doit plan` shows what would build"
-    )
-
-    def image_exists(self, ref: str) -> bool:
-        return False
-
-    def build(self, job: BuildJob) -> None:
-        raise EngineError(f"stage {job.stage}: {self.MESSAGE}")
-
-    def tag(self, ref: str, alias: str) -> None:
-        raise EngineError(self.MESSAGE)

@@ -20,6 +20,7 @@ def git(
     config: Mapping[str, str] | None = None,
     timeout: float | None = 3600,
     ceiling: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """Run ``git args`` and return its stdout.
 
@@ -29,7 +30,7 @@ def git(
     """
     settings = {**_CONFIG, **(config or {})}
     argv = ["git", *(arg for key, value in settings.items() for arg in ("-c", f"{key}={value}"))]
-    env = {**os.environ, **_ENV}
+    environ = {**os.environ, **_ENV, **(env or {})}
     if ceiling is not None:
-        env["GIT_CEILING_DIRECTORIES"] = str(ceiling)
-    return proc.run([*argv, *args], cwd=cwd, env=env, timeout=timeout).stdout
+        environ["GIT_CEILING_DIRECTORIES"] = str(ceiling)
+    return proc.run([*argv, *args], cwd=cwd, env=environ, timeout=timeout).stdout

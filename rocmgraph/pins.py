@@ -144,6 +144,9 @@ class Python:
 
     version: str = _kind(kinds.PYTHON_VERSION)
     venv: str = _kind(kinds.ABS_PATH)
+    # Where builds install Python packages from (a PyPI mirror for air-gapped
+    # sites). It reaches pip as a build argument: a location, not a key input.
+    index: str = _kind(kinds.URL, default="https://pypi.org/simple", location=True)
     tools: Mapping[str, str] = _kind(kinds.VERSION, default={})  # build tools, in base
     stack: Mapping[str, str] = _kind(kinds.VERSION, default={})  # verl's stack
     vllm: Mapping[str, str] = _kind(kinds.VERSION, default={})  # after vLLM, without deps

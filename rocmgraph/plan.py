@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from rocmgraph import records
+from rocmgraph.errors import EngineError
 from rocmgraph.explain import changes
 from rocmgraph.pins import format_path, is_under
 from rocmgraph.run import Run
@@ -18,21 +19,33 @@ class StagePlan:
     image: str
     parents: tuple[str, ...]
     arch_dependent: bool
-    status: str  # "built" or "not built"
+    status: str  # "built", "not built", or "unknown" (no engine to ask)
     reasons: tuple[str, ...]  # why it would build; empty when built
     missing: tuple[dict[str, str], ...]  # pins it reads that are not known yet
     note: str
 
 
+def engine_problem(run: Run) -> str:
+    """Why the engine cannot say what is built ("" when it can): the plan still shows keys."""
+    try:
+        run.engine.image_exists("verl-rocm-graph/probe:none")
+    except EngineError as exc:
+        return str(exc)
+    return ""
+
+
 def make_plan(run: Run) -> list[StagePlan]:
     plans = []
     missing = run.pins.missing()
+    problem = engine_problem(run)
     for stage in run.graph:
         key = run.keys[stage.name]
         ref = run.ref(stage.name)
-        built = run.engine.image_exists(ref)
+        built = False if problem else run.engine.image_exists(ref)
         reasons: list[str] = []
-        if not built:
+        if problem:
+            reasons = ["unknown: no engine to ask"]
+        elif not built:
             record = records.load(run.state_dir, stage.name)
             if record and record[0] == key.key:
                 reasons = [f"image {ref} is gone (it was built before)"]
@@ -48,7 +61,7 @@ def make_plan(run: Run) -> list[StagePlan]:
                 image=ref,
                 parents=stage.parents,
                 arch_dependent=stage.arch_dependent,
-                status="built" if built else "not built",
+                status="unknown" if problem else "built" if built else "not built",
                 reasons=tuple(reasons),
                 missing=tuple(
                     {"pin": format_path(m.path), "why": m.why}
@@ -65,6 +78,7 @@ def as_json(run: Run, plans: list[StagePlan]) -> str:
     document = {
         "arch": list(run.archs),
         "pins": str(run.options.pins),
+        "engine": engine_problem(run) or "ok",
         "stages": [asdict(plan) for plan in plans],
     }
     return json.dumps(document, indent=2)
@@ -72,8 +86,10 @@ def as_json(run: Run, plans: list[StagePlan]) -> str:
 
 def as_text(run: Run, plans: list[StagePlan]) -> str:
     width = max(len(plan.name) for plan in plans) + 2
+    problem = engine_problem(run)
     lines = [
         f"plan for arch {','.join(run.archs)} from {run.options.pins}",
+        *([f"engine: {problem}"] if problem else []),
         f"{'stage':<{width}}{'key':<14}{'arch':<6}{'status':<11}why",
     ]
     pad = " " * (width + 14 + 6 + 11)

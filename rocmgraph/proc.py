@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rocmgraph.errors import GraphToolError
@@ -50,3 +50,30 @@ def run(
     if result.returncode != 0:
         raise CommandFailed(argv, result.returncode, result.stderr)
     return result
+
+
+def stream(
+    argv: Sequence[str],
+    on_line: Callable[[str], None],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Run ``argv`` with stdout and stderr merged, handing each line over as it comes."""
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+    except FileNotFoundError:
+        raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
+    assert process.stdout is not None
+    with process:
+        for line in process.stdout:
+            on_line(line.rstrip("\n"))
+    return process.returncode

@@ -15,7 +15,8 @@ from pathlib import Path
 from rocmgraph import keys as keys_
 from rocmgraph import pins as pins_
 from rocmgraph.archs import parse_archs
-from rocmgraph.engine import Engine, NoEngine
+from rocmgraph.docker import DockerEngine
+from rocmgraph.engine import Engine
 from rocmgraph.graph import Graph
 from rocmgraph.http import Http
 from rocmgraph.keys import StageKey
@@ -41,6 +42,8 @@ class Options:
     pins: str = "pins.toml"
     arch: str = ""  # "" means the default of the pins file
     locked: bool = False  # refuse anything unlocked (for CI)
+    network: str = ""  # `docker build --network`; "" is the engine's default ($VERL_GRAPH_NETWORK)
+    profile: str = ""  # "demo": the offline demo profile serves its upstreams during builds
 
 
 class Run:
@@ -54,9 +57,21 @@ class Run:
     ) -> None:
         self.options = options
         self.graph = graph
-        self.engine: Engine = engine or NoEngine()
+        self._engine = engine
         self.cache = cache or default_cache()
         self.http = http or Http()
+
+    @functools.cached_property
+    def engine(self) -> Engine:
+        """The engine given, or the local Docker engine (connected when first needed)."""
+        if self._engine is not None:
+            return self._engine
+        return DockerEngine.connect(self.state_dir / "logs", self.options.network or None)
+
+    def reset(self) -> None:
+        """Forget what was read from the pins file (after something rewrote it)."""
+        for name in ("pins", "archs", "keys", "sources", "store"):
+            self.__dict__.pop(name, None)
 
     @functools.cached_property
     def pins(self) -> Pins:

@@ -2,16 +2,22 @@
 
 Creators must stay cheap and never fail: doit calls every one of them on
 every run (``doit list`` included). Everything that can fail happens in an
-action, where the reporter turns it into one line.
+action, where the reporter turns it into one line. All tasks of one
+invocation share one Run, so the pins are read once.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import stages
 from rocmgraph import build, lock, patch_status, plan, render
+from rocmgraph.demo.profile import Demo
+from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import GraphToolError, PatchError, VariableError
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -27,12 +33,40 @@ DOIT_CONFIG: dict[str, Any] = {
 }
 
 FORMATS = ("text", "json")
+PROFILES = ("", "demo")
+
+
+def resolve(options: Options) -> Options:
+    """Fill what a profile implies: ``profile=demo`` brings its pins and host networking."""
+    if options.profile == "demo":
+        pins = options.pins or str(DEMO.sync_pins())
+        return dataclasses.replace(options, pins=pins, network=options.network or "host")
+    return dataclasses.replace(options, pins=options.pins or "pins.toml")
+
+
+DEMO = Demo()
+
+
+@functools.cache
+def run_for(options: Options) -> Run:
+    return Run(options, stages.graph())
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise VariableError(f"format={fmt}: unknown format; use format=text or format=json")
+
+
+def _check_profile(options: Options) -> None:
+    if options.profile not in PROFILES:
+        raise VariableError(f"profile={options.profile}: unknown profile; use profile=demo or none")
 
 
 def plan_task(options: Options, fmt: str) -> Task:
     def show() -> None:
         _check_format(fmt)
-        run = Run(options, stages.graph())
+        _check_profile(options)
+        run = run_for(options)
         plans = plan.make_plan(run)
         print(plan.as_json(run, plans) if fmt == "json" else plan.as_text(run, plans))
 
@@ -45,14 +79,9 @@ def plan_task(options: Options, fmt: str) -> Task:
     }
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise VariableError(f"format={fmt}: unknown format; use format=text or format=json")
-
-
 def lock_task(options: Options) -> Task:
     def run_lock() -> None:
-        print("\n".join(lock.run_lock(Run(options, stages.graph()))))
+        print("\n".join(lock.run_lock(run_for(options))))
 
     return {
         "doc": "record what only the network knows: wheel files and sha256, full commits, digests",
@@ -65,7 +94,7 @@ def lock_task(options: Options) -> Task:
 def patches_task(options: Options, fmt: str) -> Task:
     def show() -> None:
         _check_format(fmt)
-        rows = patch_status.table(Run(options, stages.graph()))
+        rows = patch_status.table(run_for(options))
         print(patch_status.as_json(rows) if fmt == "json" else patch_status.as_text(rows))
         conflicts = [row for row in rows if row.status == "conflicts"]
         if conflicts:
@@ -85,7 +114,7 @@ def render_tasks(options: Options) -> Iterator[Task]:
     for stage in stages.graph():
 
         def show(name: str = stage.name) -> None:
-            run = Run(options, stages.graph())
+            run = run_for(options)
             print(render.render(run.graph[name], run.pins, run.archs), end="")
 
         yield {
@@ -99,17 +128,37 @@ def render_tasks(options: Options) -> Iterator[Task]:
         }
 
 
+def demo_task(options: Options) -> Task:
+    """Serves the demo's upstreams while builds of ``profile=demo`` need them."""
+    run = run_for(options)
+
+    def start() -> None:
+        engine = run.engine
+        if not isinstance(engine, DockerEngine):
+            raise VariableError("profile=demo builds on the local Docker engine only")
+        DEMO.start(engine, run)
+
+    return {
+        "doc": "prepare the demo profile: upstreams, base image, pins (profile=demo builds use it)",
+        "actions": [guarded(start)],
+        "teardown": [DEMO.stop],
+        "uptodate": [False],
+    }
+
+
 def build_tasks(options: Options) -> Iterator[Task]:
-    run = Run(options, stages.graph())
+    run = run_for(options)
+    setup = ["demo"] if options.profile == "demo" else []
     yield {"basename": "build", "name": None, "doc": "build a stage and what it needs"}
     for stage in run.graph:
         yield {
             "basename": "build",
             "name": stage.name,
             "doc": stage.doc,
-            "actions": [guarded(build.build_stage, run, stage.name)],
+            "actions": [guarded(_build, run, stage.name)],
             "task_dep": [f"build:{parent}" for parent in stage.parents],
-            "uptodate": [_built(run, stage.name)],
+            "setup": setup,
+            "uptodate": [_uptodate(build.is_built, run, stage.name)],
         }
     yield {
         "basename": "build",
@@ -117,19 +166,28 @@ def build_tasks(options: Options) -> Iterator[Task]:
         "doc": "build the whole image for arch=... and tag it with its friendly name",
         "actions": [guarded(_tag_final, run)],
         "task_dep": [f"build:{stages.FINAL}"],
-        "uptodate": [False],
+        "setup": setup,
+        "uptodate": [_uptodate(build.is_tagged, run, stages.FINAL)],
     }
 
 
-def _built(run: Run, stage: str) -> Any:
-    def check() -> bool:
+def _uptodate(check: Any, run: Run, stage: str) -> Any:
+    def uptodate() -> bool:
         try:
-            return build.is_built(run, stage)
+            _check_profile(run.options)
+            return bool(check(run, stage))
         except GraphToolError:
             return False  # the action runs and reports the error in one line
 
-    return check
+    return uptodate
+
+
+def _build(run: Run, stage: str) -> None:
+    _check_profile(run.options)
+    started = time.monotonic()
+    if build.build_stage(run, stage):
+        print(f"built {stage} {run.keys[stage].short} in {time.monotonic() - started:.1f} s")
 
 
 def _tag_final(run: Run) -> None:
-    print(f"tagged {build.tag_final(run, stages.FINAL)}")
+    print(f"tagged {build.tag_final(run, stages.FINAL)} = {run.ref(stages.FINAL)}")

@@ -27,6 +27,9 @@ class SetEngine:
     def image_exists(self, ref: str) -> bool:
         return ref in self.refs
 
+    def image_id(self, ref: str) -> str | None:
+        return ref if ref in self.refs else None
+
     def build(self, job: BuildJob) -> None:
         self.refs.add(job.ref)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import run_doit
 
 import stages
@@ -11,7 +13,7 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
     result = run_doit("list")
     assert result.returncode == 0, result.stderr
     docs = dict(line.split(None, 1) for line in result.stdout.splitlines())
-    expected = {"plan", "lock", "patches", "build", "render", "build:image"}
+    expected = {"plan", "lock", "patches", "demo", "build", "render", "build:image"}
     for stage in stages.graph():
         expected |= {f"build:{stage.name}", f"render:{stage.name}"}
     assert set(docs) == expected
@@ -19,14 +21,24 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
     assert all(doc.strip() for doc in docs.values())
 
 
-def test_build_stops_with_one_line_until_an_engine_is_configured() -> None:
-    result = run_doit("build:image", "arch=gfx942")
+def test_no_working_docker_client_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "docker"
+    result = run_doit("build:base", env={"VERL_GRAPH_DOCKER": str(missing)})
     assert result.returncode == 1
     assert result.stderr == (
-        "error: stage base: building needs a container engine executor, which this version "
-        "does not have yet; `doit plan` shows what would build\n"
+        f"error: no docker client can build with BuildKit: {missing}: not a working docker client\n"
     )
-    assert "Traceback" not in result.stdout
+
+
+def test_the_plan_still_shows_keys_without_an_engine(tmp_path: Path) -> None:
+    result = run_doit("plan", env={"VERL_GRAPH_DOCKER": str(tmp_path / "docker")})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == (
+        f"engine: no docker client can build with BuildKit: {tmp_path / 'docker'}: "
+        "not a working docker client"
+    )
+    assert "unknown    unknown: no engine to ask" in lines[3]
 
 
 def test_build_runs_parents_first() -> None:

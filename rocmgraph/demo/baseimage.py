@@ -1,0 +1,37 @@
+"""The demo's base image: a Debian root filesystem from mmdebstrap, in a local registry.
+
+It is rebuilt only when its own inputs change (suite, packages): the inputs'
+hash names the local image. It is pushed to the demo registry, so the demo
+pins it by digest exactly as the real profile pins rocm/primus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from pathlib import Path
+
+from rocmgraph import proc
+from rocmgraph.docker import DockerEngine
+
+SUITE = "bookworm"
+INCLUDE = ("ca-certificates", "git", "python3", "python3-venv")
+LOCAL = "verl-demo/rootfs"
+
+
+def inputs_key() -> str:
+    return hashlib.sha256(repr((SUITE, INCLUDE, "apt")).encode()).hexdigest()[:12]
+
+
+def ensure(engine: DockerEngine, ref: str, scratch: Path) -> str:
+    """``ref`` (registry/name:tag) holds the demo base; return its digest."""
+    local = f"{LOCAL}:{inputs_key()}"
+    if not engine.image_exists(local):
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+            tarball = Path(tmp) / "rootfs.tar"
+            proc.run(["mmdebstrap", "--quiet", "--variant=apt", f"--include={','.join(INCLUDE)}",
+                      SUITE, str(tarball)], timeout=1800)  # fmt: skip
+            engine.import_rootfs(tarball, local, ['CMD ["/bin/bash"]'])
+    engine.tag(local, ref)
+    return engine.push(ref)

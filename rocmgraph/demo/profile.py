@@ -1,0 +1,70 @@
+"""`profile=demo`: prepare the demo's upstreams, serve them for a build, and pin them.
+
+The pins of the demo are demo/pins.toml, with what only this machine knows
+(the apt key's hash, the base image's digest) recorded by the real `doit
+lock` into a generated copy under .build/demo/.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from rocmgraph import lock
+from rocmgraph.demo import baseimage, fixtures
+from rocmgraph.demo.serve import Files, Registry
+from rocmgraph.docker import DockerEngine
+from rocmgraph.errors import LockError
+from rocmgraph.fsutil import atomic_write_text
+from rocmgraph.layout import ROOT
+from rocmgraph.run import Run
+
+TEMPLATE = ROOT / "demo" / "pins.toml"
+HTTP_PORT = 38470
+REGISTRY_PORT = 38471
+BASE_REF = f"127.0.0.1:{REGISTRY_PORT}/verl-demo/os:{baseimage.SUITE}"
+
+
+class Demo:
+    def __init__(self, root: Path = ROOT / ".build" / "demo") -> None:
+        self.root = root
+        self.pins = root / "pins.toml"
+        self.fills = root / "locked.json"
+        self.servers: list[Files | Registry] = []
+
+    def sync_pins(self) -> Path:
+        """The generated pins: the template, with what `doit lock` found here (no network)."""
+        document = tomlkit.parse(TEMPLATE.read_text(encoding="utf-8"))
+        fills = json.loads(self.fills.read_text()) if self.fills.is_file() else []
+        for path, value in fills:
+            node: Any = document
+            for part in path[:-1]:
+                node = node[part]
+            node[path[-1]] = value
+        text = tomlkit.dumps(document)
+        if not self.pins.is_file() or self.pins.read_text(encoding="utf-8") != text:
+            atomic_write_text(self.pins, text)
+        return self.pins
+
+    def start(self, engine: DockerEngine, run: Run) -> None:
+        """Fixtures made, servers up, base image pushed, pins locked: ready to build."""
+        fixtures.build(self.root / "fixtures")
+        self.servers.append(Files(self.root / "fixtures" / "www", HTTP_PORT))
+        self.servers.append(Registry(self.root / "registry", REGISTRY_PORT))
+        baseimage.ensure(engine, BASE_REF, self.root / "tmp")
+        self.fills.unlink(missing_ok=True)
+        self.sync_pins()
+        run.reset()
+        result = lock.resolve(run)
+        if result.unresolved:
+            raise LockError("demo: " + "; ".join(map(str, result.unresolved)))
+        atomic_write_text(self.fills, json.dumps([[list(c.path), c.new] for c in result.changes]))
+        self.sync_pins()
+        run.reset()
+
+    def stop(self) -> None:
+        while self.servers:
+            self.servers.pop().stop()

@@ -1,0 +1,206 @@
+"""The one module that talks to docker: client choice, BuildKit builds, tags, logs.
+
+Client choice: ``docker buildx build --load`` where buildx works; else
+``DOCKER_BUILDKIT=1 docker build`` with a client old enough to run BuildKit
+without buildx (docker.io's 20.10 does; a 23+ client refuses). Each client on
+PATH is tried, then /usr/bin/docker; ``VERL_GRAPH_DOCKER`` names one. When
+none works, one line says what to install or start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from rocmgraph import proc
+from rocmgraph.engine import BuildJob
+from rocmgraph.errors import EngineError
+from rocmgraph.proc import CommandFailed, CommandMissing
+
+DOCKER_ENV = "VERL_GRAPH_DOCKER"
+NETWORK_ENV = "VERL_GRAPH_NETWORK"
+_PRINT = threading.Lock()  # stages building at once (-n 2) print whole lines
+
+
+@dataclass(frozen=True)
+class Client:
+    path: str
+    version: str
+    buildx: bool
+
+    def build_argv(self) -> list[str]:
+        if self.buildx:
+            return [self.path, "buildx", "build", "--load"]
+        return [self.path, "build"]
+
+
+def candidates(environ: dict[str, str] | None = None) -> list[str]:
+    environ = dict(os.environ) if environ is None else environ
+    if environ.get(DOCKER_ENV):
+        return [environ[DOCKER_ENV]]
+    found: list[str] = []
+    for path in (shutil.which("docker", path=environ.get("PATH")), "/usr/bin/docker"):
+        if (
+            path
+            and os.access(path, os.X_OK)
+            and os.path.realpath(path) not in map(os.path.realpath, found)
+        ):
+            found.append(path)
+    return found
+
+
+def find_client(paths: list[str]) -> Client:
+    """The first client that can run BuildKit builds; else one line naming each problem."""
+    problems = []
+    for path in paths:
+        version = _client_version(path)
+        if not version:
+            problems.append(f"{path}: not a working docker client")
+            continue
+        try:
+            proc.run([path, "buildx", "version"], timeout=30)
+            return Client(path, version, buildx=True)
+        except (CommandFailed, CommandMissing):
+            pass
+        if version and int(version.split(".", 1)[0]) < 23:
+            return Client(path, version, buildx=False)
+        problems.append(
+            f"{path} {version} has no buildx and refuses BuildKit builds without it "
+            "(install docker-buildx)"
+        )
+    if not paths:
+        problems.append("no docker client on PATH (install docker.io)")
+    raise EngineError(f"no docker client can build with BuildKit: {'; '.join(problems)}")
+
+
+def _client_version(path: str) -> str:
+    """``20.10.24`` from ``docker --version``, which answers without an engine; "" if none."""
+    try:
+        out = proc.run([path, "--version"], timeout=30).stdout
+    except (CommandFailed, CommandMissing):
+        return ""
+    # "Docker version 20.10.24+dfsg1, build 297e128"
+    return out.split("version", 1)[-1].strip().split(",", 1)[0].split("+", 1)[0]
+
+
+class DockerEngine:
+    """Builds stage images on a Docker engine and answers what exists."""
+
+    def __init__(
+        self,
+        client: Client,
+        log_dir: Path,
+        network: str = "",
+        out: TextIO | None = None,
+    ) -> None:
+        self.client = client
+        self.log_dir = log_dir
+        self.network = network
+        self.out = out or sys.stdout
+        self._tags: dict[str, str] | None = None
+        self.builds = 0  # how many builds this engine ran (a no-op run has none)
+
+    @classmethod
+    def connect(cls, log_dir: Path, network: str | None = None) -> DockerEngine:
+        client = find_client(candidates())
+        try:
+            proc.run([client.path, "version", "--format", "{{.Server.Version}}"], timeout=60)
+        except CommandFailed as exc:
+            raise EngineError(
+                f"cannot reach the Docker engine with {client.path} ({_last(exc.stderr)}); "
+                "start it (dockerd, or systemctl start docker)"
+            ) from None
+        return cls(client, log_dir, os.environ.get(NETWORK_ENV, "") if network is None else network)
+
+    # ------------------------------------------------------------ queries
+
+    def _docker(self, *args: str) -> str:
+        return proc.run([self.client.path, *args], timeout=600).stdout
+
+    def tags(self) -> dict[str, str]:
+        """Every tagged image: ``repo:tag`` -> image id (one call per run, kept up to date)."""
+        if self._tags is None:
+            out = self._docker(
+                "image", "ls", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"
+            )
+            self._tags = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        return self._tags
+
+    def image_exists(self, ref: str) -> bool:
+        return ref in self.tags()
+
+    def image_id(self, ref: str) -> str | None:
+        return self.tags().get(ref)
+
+    # ------------------------------------------------------------ changes
+
+    def tag(self, ref: str, alias: str) -> None:
+        self._docker("tag", ref, alias)
+        self._tags = None
+
+    def import_rootfs(self, tarball: Path, ref: str, changes: list[str]) -> None:
+        """An image from a root filesystem tarball (``docker import``), tagged ``ref``."""
+        argv = ["import"]
+        for change in changes:
+            argv += ["--change", change]
+        self._docker(*argv, str(tarball), ref)
+        self._tags = None
+
+    def push(self, ref: str) -> str:
+        """Push ``ref`` to its registry; return the digest the registry knows it by."""
+        self._docker("push", ref)
+        digests = self._docker("image", "inspect", "--format", "{{json .RepoDigests}}", ref)
+        name = ref.rsplit(":", 1)[0]
+        for entry in json.loads(digests) or []:
+            if entry.startswith(f"{name}@"):
+                return str(entry.split("@", 1)[1])
+        raise EngineError(f"pushed {ref}, but docker knows no digest for it")
+
+    def labels(self, ref: str) -> dict[str, str]:
+        out = self._docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref)
+        return dict(json.loads(out) or {})
+
+    def build(self, job: BuildJob) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{job.stage}.log"
+        argv = [*self.client.build_argv(), "--progress=plain", "--tag", job.ref]
+        if self.network:
+            argv += ["--network", self.network]
+        for name, value in sorted(job.build_args.items()):
+            argv += ["--build-arg", f"{name}={value}"]
+        for name, value in sorted(job.labels.items()):
+            argv += ["--label", f"{name}={value}"]
+        argv.append(str(job.context))
+        tail: deque[str] = deque(maxlen=15)
+        with log_path.open("w", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(argv)}\n")
+
+            def on_line(line: str) -> None:
+                tail.append(line)
+                log.write(line + "\n")
+                with _PRINT:
+                    self.out.write(f"[{job.stage}] {line}\n")
+                    self.out.flush()
+
+            env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+            returncode = proc.stream(argv, on_line, env=env)
+        self.builds += 1
+        self._tags = None
+        if returncode != 0:
+            last = "\n".join(f"  {line}" for line in tail)
+            raise EngineError(
+                f"stage {job.stage}: docker build failed (exit {returncode}); its last lines:\n"
+                f"{last}\nfull log: {log_path}"
+            )
+
+
+def _last(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else "no answer"

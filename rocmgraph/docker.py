@@ -109,20 +109,26 @@ class DockerEngine:
 
     @classmethod
     def connect(cls, log_dir: Path, network: str | None = None) -> DockerEngine:
+        """An engine behind the first client that can build; the engine itself is asked
+        only when first needed (an engine that does not answer fails that call)."""
         client = find_client(candidates())
-        try:
-            proc.run([client.path, "version", "--format", "{{.Server.Version}}"], timeout=60)
-        except CommandFailed as exc:
-            raise EngineError(
-                f"cannot reach the Docker engine with {client.path} ({_last(exc.stderr)}); "
-                "start it (dockerd, or systemctl start docker)"
-            ) from None
         return cls(client, log_dir, os.environ.get(NETWORK_ENV, "") if network is None else network)
 
     # ------------------------------------------------------------ queries
 
     def _docker(self, *args: str) -> str:
-        return proc.run([self.client.path, *args], timeout=600).stdout
+        try:
+            return proc.run([self.client.path, *args], timeout=600).stdout
+        except CommandFailed as exc:
+            if (
+                "Cannot connect to the Docker daemon" in exc.stderr
+                or "Is the docker daemon" in exc.stderr
+            ):
+                raise EngineError(
+                    f"cannot reach the Docker engine with {self.client.path} "
+                    f"({_last(exc.stderr)}); start it (dockerd, or systemctl start docker)"
+                ) from None
+            raise
 
     def tags(self) -> dict[str, str]:
         """Every tagged image: ``repo:tag`` -> image id (one call per run, kept up to date)."""

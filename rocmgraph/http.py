@@ -7,11 +7,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
-
-import requests
+from typing import TYPE_CHECKING, TypeVar
 
 from rocmgraph.errors import FetchError
+
+if TYPE_CHECKING:  # requests is imported when first used: a no-op build needs no HTTP
+    import requests
 
 T = TypeVar("T")
 
@@ -23,8 +24,16 @@ class Http:
     timeout: float = 30.0  # seconds to connect, and between two reads
     attempts: int = 3
     backoff: float = 1.0  # seconds before the second attempt, doubled after
-    session: requests.Session = field(default_factory=requests.Session)
     sleep: Callable[[float], None] = time.sleep
+    _session: requests.Session | None = field(default=None, repr=False)
+
+    @property
+    def session(self) -> requests.Session:
+        if self._session is None:
+            import requests
+
+            self._session = requests.Session()
+        return self._session
 
     def get_text(self, url: str) -> str:
         return self._with_retries(url, lambda: self._get(url).text)
@@ -61,6 +70,8 @@ class Http:
         return response
 
     def _with_retries(self, url: str, once: Callable[[], T]) -> T:
+        import requests
+
         for attempt in range(1, self.attempts + 1):
             try:
                 return once()
@@ -84,7 +95,9 @@ class _Status(Exception):
         self.code = code
 
 
-def _describe(exc: requests.RequestException) -> str:
+def _describe(exc: Exception) -> str:
+    import requests
+
     if isinstance(exc, requests.exceptions.ChunkedEncodingError):
         return "the connection was dropped during the transfer"
     if isinstance(exc, requests.ConnectionError):

@@ -13,6 +13,7 @@ read the flat ``path -> value`` view that ``leaves`` yields.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -171,13 +172,17 @@ class Pins:
     mirrors: Mapping[str, str] = _kind(kinds.MIRROR, kinds.URL, default={}, location=True)
     file: str = field(default="pins.toml", metadata={"toml": False})
 
-    def leaves(self) -> Iterator[Leaf]:
+    def leaves(self) -> tuple[Leaf, ...]:
         """Every pinned value with its path and kind, in file-independent sorted order."""
-        return _leaves(self, ())
+        return self._leaves
+
+    @functools.cached_property
+    def _leaves(self) -> tuple[Leaf, ...]:  # the pins never change: walk them once
+        return tuple(_leaves(self, ()))
 
     def flat(self) -> dict[PinPath, Value]:
         """What the pins fix (locations left out): the view keys are made of."""
-        return {leaf.path: leaf.value for leaf in self.leaves() if not leaf.location}
+        return {leaf.path: leaf.value for leaf in self._leaves if not leaf.location}
 
     def missing(self) -> list[Missing]:
         """Values that cannot be known offline: empty, or a short commit id."""

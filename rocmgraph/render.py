@@ -18,7 +18,7 @@ import jinja2
 from rocmgraph.archs import KNOWN_ARCHS
 from rocmgraph.errors import PinsError, RenderError
 from rocmgraph.graph import Stage
-from rocmgraph.layout import DOCKER
+from rocmgraph.layout import DOCKER, default_cache
 from rocmgraph.pins import PinPath, Pins, format_table
 
 
@@ -33,8 +33,12 @@ def parent_arg(parent: str) -> str:
 
 @functools.cache
 def _environment() -> jinja2.Environment:
+    cache = default_cache() / "jinja"
+    cache.mkdir(parents=True, exist_ok=True)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(DOCKER),
+        # Compiled templates, checked against their source: a no-op skips compiling.
+        bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # Dockerfiles, not HTML
         keep_trailing_newline=True,

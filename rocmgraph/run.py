@@ -8,7 +8,6 @@ when pins.toml is broken and the error is reported by the task that needs it.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,19 +19,10 @@ from rocmgraph.engine import Engine
 from rocmgraph.graph import Graph
 from rocmgraph.http import Http
 from rocmgraph.keys import StageKey
+from rocmgraph.layout import default_cache
 from rocmgraph.pins import Pins
 from rocmgraph.sources import Mirrors, SourceCache
 from wheels.store import Store
-
-CACHE_ENV = "VERL_GRAPH_CACHE"
-
-
-def default_cache() -> Path:
-    """Fetched sources and files, shared by every pins file: they are addressed by content."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "verl-rocm-graph"
 
 
 @dataclass(frozen=True)

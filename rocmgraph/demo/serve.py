@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from rocmgraph.errors import EngineError
 
 
@@ -68,6 +66,8 @@ class Registry:
         self._wait(port)
 
     def _wait(self, port: int) -> None:
+        import requests
+
         for _ in range(200):
             if self.process.poll() is not None:
                 raise EngineError(

@@ -136,7 +136,8 @@ def demo_task(options: Options) -> Task:
         engine = run.engine
         if not isinstance(engine, DockerEngine):
             raise VariableError("profile=demo builds on the local Docker engine only")
-        DEMO.start(engine, run)
+        DEMO.start(engine)
+        run.reset()  # its pins may be the generated ones, just locked
 
     return {
         "doc": "prepare the demo profile: upstreams, base image, pins (profile=demo builds use it)",

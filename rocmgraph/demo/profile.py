@@ -14,6 +14,7 @@ from typing import Any
 
 import tomlkit
 
+import stages
 from rocmgraph import lock
 from rocmgraph.demo import baseimage, fixtures
 from rocmgraph.demo.serve import Files, Registry
@@ -21,7 +22,7 @@ from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import LockError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.layout import ROOT
-from rocmgraph.run import Run
+from rocmgraph.run import Options, Run
 
 TEMPLATE = ROOT / "demo" / "pins.toml"
 HTTP_PORT = 38470
@@ -55,21 +56,18 @@ class Demo:
         atomic_write_text(made_from, source)
         return self.pins
 
-    def start(self, engine: DockerEngine, run: Run) -> None:
-        """Fixtures made, servers up, base image pushed, pins locked: ready to build."""
+    def start(self, engine: DockerEngine) -> None:
+        """Fixtures made, servers up, base image pushed, the generated pins locked."""
         fixtures.build(self.root / "fixtures")
         self.servers.append(Files(self.root / "fixtures" / "www", HTTP_PORT))
         self.servers.append(Registry(self.root / "registry", REGISTRY_PORT))
         baseimage.ensure(engine, BASE_REF, self.root / "tmp")
         self.fills.unlink(missing_ok=True)
-        self.sync_pins()
-        run.reset()
-        result = lock.resolve(run)
+        result = lock.resolve(Run(Options(pins=str(self.sync_pins())), stages.graph(), engine))
         if result.unresolved:
             raise LockError("demo: " + "; ".join(map(str, result.unresolved)))
         atomic_write_text(self.fills, json.dumps([[list(c.path), c.new] for c in result.changes]))
         self.sync_pins()
-        run.reset()
 
     def stop(self) -> None:
         while self.servers:

@@ -1,0 +1,58 @@
+"""The graph as one multi-stage Dockerfile, for people who only run `docker build`.
+
+Each stage becomes a named stage of one file: a parent that came in as a build
+arg (``FROM ${WHEELS_IMAGE}``) becomes the stage of that name, and one build
+context holds every stage's context. It builds the same image with plain
+BuildKit and its layer cache, without this tool's keys: the benchmark sets the
+two side by side.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from rocmgraph import context
+from rocmgraph.render import parent_arg, render
+from rocmgraph.run import Run
+
+_ARG = re.compile(r"^ARG ([A-Z0-9_]+)_IMAGE\n", re.MULTILINE)
+
+
+def dockerfile(run: Run) -> str:
+    """Every stage, in build order, as one Dockerfile whose final stage is the image."""
+    parts = [
+        "# The verl ROCm image as one Dockerfile, rendered from the pins by `doit render`.\n"
+        f"# Pins: {run.pins.file}; arch: {','.join(run.archs)}. Build it with BuildKit:\n"
+        "#   DOCKER_BUILDKIT=1 docker build --build-arg PIP_INDEX_URL=... <context>\n"
+        "# where the context holds src/<source> (patched), wheels/ and the recipe files:\n"
+        "# `doit build` assembles it, checked by hash; this file cannot do that for you.\n"
+    ]
+    for stage in run.graph:
+        text = _ARG.sub("", render(stage, run.pins, run.archs))
+        for parent in stage.parents:
+            variable = "${" + parent_arg(parent) + "}"
+            # an alias of a parent (for --mount from=) is the parent's own stage here
+            text = text.replace(f"FROM {variable} AS {parent}\n", "")
+            text = text.replace(f"FROM {variable}\n", f"FROM {parent} AS {stage.name}\n")
+        if not stage.parents:
+            text = re.sub(
+                r"^(FROM \S+)$", rf"\1 AS {stage.name}", text, count=1, flags=re.MULTILINE
+            )
+        parts.append(text)
+    return "\n".join(parts)
+
+
+def prepare(run: Run, dest: Path) -> Path:
+    """One build context for the whole file: every stage's context, merged."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
+        for stage in run.graph:
+            part = context.prepare(run, stage.name, Path(scratch) / stage.name)
+            (part / "Dockerfile").unlink()
+            shutil.copytree(part, dest, dirs_exist_ok=True, symlinks=True)
+    (dest / "Dockerfile").write_text(dockerfile(run), encoding="utf-8")
+    return dest

@@ -41,6 +41,20 @@ class Stage:
         return tuple(path[1] for path in self.reads if path[0] == "sources" and len(path) == 2)
 
 
+def source_stage(name: str, doc: str, sources: tuple[str, ...] = ()) -> Stage:
+    """A stage that builds pinned sources into wheels for the target archs
+    (docker/source-wheel.Dockerfile.j2); by default the source of its own name."""
+    reads = tuple(("sources", source) for source in sources or (name,))
+    return Stage(
+        name=name,
+        doc=doc,
+        parents=("wheels",),
+        reads=(*reads, ("build", "max_jobs")),
+        recipe="source-wheel.Dockerfile.j2",
+        arch_dependent=True,
+    )
+
+
 @dataclass(frozen=True)
 class Graph:
     """Stages in a deterministic build order (parents first, ties by name)."""

@@ -143,10 +143,7 @@ class SourceCache:
                 "+refs/tags/*:refs/tags/*", cwd=work, config=config,
                 timeout=self.timeout)  # fmt: skip
         except CommandFailed as exc:
-            raise FetchError(
-                f"source {name}: cannot fetch {url} ({_last_line(exc)}); check the network, "
-                f"or set a mirror ([sources.{name}].mirror, [mirrors], or ${MIRRORS_ENV})"
-            ) from None
+            raise _unreachable(name, "fetch", url, exc) from None
 
     def ls_remote(self, name: str, source: GitSource) -> dict[str, str]:
         """Upstream's refs (``refs/heads/main`` -> commit); a tag maps to the commit it tags."""
@@ -154,10 +151,7 @@ class SourceCache:
         try:
             out = git("ls-remote", url, config=self.mirrors.git_config(), timeout=300)
         except CommandFailed as exc:
-            raise FetchError(
-                f"source {name}: cannot list {url} ({_last_line(exc)}); check the network, "
-                f"or set a mirror ([sources.{name}].mirror, [mirrors], or ${MIRRORS_ENV})"
-            ) from None
+            raise _unreachable(name, "list", url, exc) from None
         refs: dict[str, str] = {}
         for line in out.splitlines():
             commit, _, ref = line.partition("\t")
@@ -212,6 +206,13 @@ _REASONS = (  # git's words (which carry timings and ports) -> a stable reason
     (("error: 404", "not found", "does not appear to be a git repository", "does not exist"),
      "no repository there"),
 )  # fmt: skip
+
+
+def _unreachable(name: str, verb: str, url: str, exc: CommandFailed) -> FetchError:
+    return FetchError(
+        f"source {name}: cannot {verb} {url} ({_last_line(exc)}); check the network, "
+        f"or set a mirror ([sources.{name}].mirror, [mirrors], or ${MIRRORS_ENV})"
+    )
 
 
 def _last_line(exc: CommandFailed) -> str:

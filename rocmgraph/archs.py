@@ -6,18 +6,9 @@ import difflib
 import re
 
 from rocmgraph.errors import VariableError
+from rocmgraph.prune import KNOWN_ARCHS
 
-# Every gfx target that ROCm libraries ship kernels for (design.md section 5).
-# Pruning matches the longest of these, so gfx942130 (a MIOpen CU-count
-# variant) reads as gfx942 and never as an unknown arch.
-KNOWN_ARCHS: tuple[str, ...] = (
-    "gfx900", "gfx906", "gfx908", "gfx90a",
-    "gfx940", "gfx941", "gfx942", "gfx950",
-    "gfx1010", "gfx1030",
-    "gfx1100", "gfx1101", "gfx1102",
-    "gfx1150", "gfx1151",
-    "gfx1200", "gfx1201", "gfx1250",
-)  # fmt: skip
+__all__ = ["KNOWN_ARCHS", "parse_archs", "suggest", "unknown_arch_hint"]
 
 
 def suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
+import stages
 from rocmgraph import context, records
 from rocmgraph.engine import BuildJob
 from rocmgraph.lock import check_locked
-from rocmgraph.render import parent_arg
+from rocmgraph.render import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
 
@@ -31,20 +38,53 @@ def build_stage(run: Run, name: str) -> bool:
     stage = run.graph[name]
     key = run.keys[name]
     context_dir = context.prepare(run, name, run.state_dir / "contexts" / f"{name}-{key.short}")
-    job = BuildJob(
-        stage=name,
-        ref=run.ref(name),
-        context=context_dir,
-        build_args={
-            **{parent_arg(parent): run.ref(parent) for parent in stage.parents},
-            "PIP_INDEX_URL": run.pins.python.index,  # where, not what: no key input
-        },
-        labels={"org.verl-rocm-graph.stage": name, "org.verl-rocm-graph.key": key.key},
-    )
-    run.engine.build(job)
-    records.save(run.state_dir, name, key.key, key.inputs)
+    started = time.time()
+    with pip_secret(run) as pip_conf:
+        job = BuildJob(
+            stage=name,
+            ref=run.ref(name),
+            context=context_dir,
+            build_args={parent_arg(parent): run.ref(parent) for parent in stage.parents},
+            labels=labels(run, name),
+            secrets={PIP_SECRET: pip_conf},
+            flatten=stage.flatten,
+        )
+        run.engine.build(job)
+    records.save(run.state_dir, name, key.key, key.inputs, seconds=time.time() - started)
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
     return True
+
+
+@contextlib.contextmanager
+def pip_secret(run: Run) -> Iterator[Path]:
+    """pip's configuration, in a private file outside the build context, for this build only."""
+    with tempfile.TemporaryDirectory(prefix="pip-") as scratch:
+        path = Path(scratch) / "pip.conf"
+        path.write_text(f"[global]\nindex-url = {run.pins.python.index}\n")
+        path.chmod(0o600)
+        yield path
+
+
+def labels(run: Run, name: str) -> dict[str, str]:
+    """Every stage: its name and key. The final image: OCI labels and every stage's key."""
+    found = {"org.verl-rocm-graph.stage": name, "org.verl-rocm-graph.key": run.keys[name].key}
+    if name == stages.FINAL:
+        pins = run.pins
+        found.update(
+            {
+                "org.opencontainers.image.created": datetime.now(UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
+                "org.opencontainers.image.source": pins.image.source,
+                "org.opencontainers.image.version": pins.image.version,
+                "org.opencontainers.image.revision": pins.sources["verl"].commit
+                if "verl" in pins.sources
+                else "",
+                "org.verl-rocm-graph.arch": ",".join(run.archs),
+                **{f"org.verl-rocm-graph.key.{s}": k.key for s, k in run.keys.items()},
+            }
+        )
+    return found
 
 
 def tag_final(run: Run, final: str) -> str:

@@ -6,7 +6,8 @@ Layout, relative to the context root:
   applied; a conflicting patch stops here, before any compile starts;
 - ``wheels/``: the pinned wheels and a ``requirements.txt`` with their hashes;
 - ``rocm.gpg.key``: the apt key, checked against its sha256;
-- ``docker/...``: the recipe files the stage copies in, at their repository paths.
+- ``docker/...``: the recipe files the stage copies in, at their repository paths;
+- ``build.json``: the provenance of the build, for the manifest stage.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from rocmgraph import keys, patches
+from rocmgraph import keys, patches, provenance
 from rocmgraph.errors import FetchError
 from rocmgraph.layout import ROOT
 from rocmgraph.render import render
@@ -43,6 +44,8 @@ def prepare(run: Run, name: str, dest: Path) -> Path:
             _wheels(run, dest / "wheels")
         if "rocm_key" in stage.fetches:
             _rocm_key(run, dest / "rocm.gpg.key")
+    if "provenance" in stage.fetches:
+        (dest / "build.json").write_text(provenance.build_json(run, name), encoding="utf-8")
     return dest
 
 

@@ -176,9 +176,14 @@ class DockerEngine:
     def build(self, job: BuildJob) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{job.stage}.log"
-        argv = [*self.client.build_argv(), "--progress=plain", "--tag", job.ref]
+        # A flattened stage builds under a working tag: its own tag only names the result.
+        name, _, tag = job.ref.rpartition(":")
+        built = f"{name}-layers:{tag}" if job.flatten else job.ref
+        argv = [*self.client.build_argv(), "--progress=plain", "--tag", built]
         if self.network:
             argv += ["--network", self.network]
+        for secret, path in sorted(job.secrets.items()):
+            argv += ["--secret", f"id={secret},src={path}"]
         for name, value in sorted(job.build_args.items()):
             argv += ["--build-arg", f"{name}={value}"]
         for name, value in sorted(job.labels.items()):
@@ -197,14 +202,51 @@ class DockerEngine:
 
             env = {**os.environ, "DOCKER_BUILDKIT": "1"}
             returncode = proc.stream(argv, on_line, env=env)
-        self.builds += 1
+            self.builds += 1
+            self._tags = None
+            if returncode != 0:
+                last = "\n".join(f"  {line}" for line in tail)
+                raise EngineError(
+                    f"stage {job.stage}: docker build failed (exit {returncode}); its last "
+                    f"lines:\n{last}\nfull log: {log_path}"
+                )
+            if job.flatten:
+                before = self.size(built)
+                self.flatten(built, job.ref)
+                self._docker("image", "rm", built)
+                on_line(f"flattened into one layer: {before} -> {self.size(job.ref)} bytes")
+
+    def size(self, ref: str) -> int:
+        return int(self._docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
+
+    def flatten(self, source: str, dest: str) -> None:
+        """``dest``: the filesystem of ``source`` in one layer, with the same configuration."""
+        config = json.loads(
+            self._docker("image", "inspect", "--format", "{{json .Config}}", source)
+        )
+        changes = [f"ENV {env.split('=', 1)[0]}={json.dumps(env.split('=', 1)[1])}"
+                   for env in config.get("Env") or []]  # fmt: skip
+        if config.get("WorkingDir"):
+            changes.append(f"WORKDIR {config['WorkingDir']}")
+        if config.get("User"):
+            changes.append(f"USER {config['User']}")
+        for instruction, key in (("CMD", "Cmd"), ("ENTRYPOINT", "Entrypoint")):
+            if config.get(key):
+                changes.append(f"{instruction} {json.dumps(config[key])}")
+        changes += [f"EXPOSE {port}" for port in config.get("ExposedPorts") or {}]
+        changes += [
+            f"LABEL {json.dumps(k)}={json.dumps(v)}"
+            for k, v in (config.get("Labels") or {}).items()
+        ]
+        container = self._docker("create", source).strip()
+        try:
+            argv = [self.client.path, "import"]
+            for change in changes:
+                argv += ["--change", change]
+            proc.pipe([self.client.path, "export", container], [*argv, "-", dest], timeout=3600)
+        finally:
+            self._docker("rm", container)
         self._tags = None
-        if returncode != 0:
-            last = "\n".join(f"  {line}" for line in tail)
-            raise EngineError(
-                f"stage {job.stage}: docker build failed (exit {returncode}); its last lines:\n"
-                f"{last}\nfull log: {log_path}"
-            )
 
 
 def _last(stderr: str) -> str:

@@ -22,6 +22,8 @@ class BuildJob:
     context: Path  # holds the rendered Dockerfile and everything it uses
     build_args: Mapping[str, str] = field(default_factory=dict)  # parent image refs
     labels: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, Path] = field(default_factory=dict)  # BuildKit secrets: id -> file
+    flatten: bool = False  # squash into one layer, keeping the image's config
 
 
 class Engine(Protocol):

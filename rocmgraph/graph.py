@@ -30,10 +30,13 @@ class Stage:
     recipe: str  # template under docker/
     files: tuple[str, ...] = ()  # further recipe files copied into the context
     arch_dependent: bool = False
-    # Pinned files the context gets besides sources: "wheels" (the prebuilt
-    # wheels by sha256) and "rocm_key" (the apt key by sha256). None of them
-    # when the base image provides the stage.
+    # What the context gets besides sources: "wheels" (the prebuilt wheels by
+    # sha256) and "rocm_key" (the apt key by sha256), neither when the base
+    # image provides the stage; "provenance" (build.json, for the manifest).
     fetches: tuple[str, ...] = ()
+    # Squash the built image into one layer (keeping its environment, workdir
+    # and command), so that files it deleted no longer ship in a lower layer.
+    flatten: bool = False
 
     @property
     def sources(self) -> tuple[str, ...]:

@@ -156,6 +156,15 @@ class Python:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Prune:
+    """Where kernel files of archs outside the target set are removed."""
+
+    dirs: tuple[str, ...] = _kind(
+        kinds.ABS_PATH, default=("/opt/rocm/lib", "/opt/rocm/share/miopen")
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Pins:
     """Everything pins.toml pins, and the file it came from."""
 
@@ -167,6 +176,7 @@ class Pins:
     wheels: Mapping[str, Wheel] = _kind(kinds.TEXT, default={})
     sources: Mapping[str, GitSource] = _kind(kinds.TEXT, default={})
     env: Mapping[str, str] = _kind(kinds.TEXT, kinds.ENV_NAME, default={})
+    prune: Prune = field(default_factory=Prune)
     # URL prefix -> replacement, for every git fetch (submodules too), like
     # git's insteadOf. VERL_GRAPH_MIRRORS adds to it from the environment.
     mirrors: Mapping[str, str] = _kind(kinds.MIRROR, kinds.URL, default={}, location=True)

@@ -77,3 +77,24 @@ def stream(
         for line in process.stdout:
             on_line(line.rstrip("\n"))
     return process.returncode
+
+
+def pipe(producer: Sequence[str], consumer: Sequence[str], *, timeout: float | None = None) -> str:
+    """``producer | consumer``; the consumer's stdout. Either failing fails the pipe."""
+    try:
+        first = subprocess.Popen(list(producer), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise CommandMissing(f"`{producer[0]}` is not installed; install it and retry") from None
+    with first:
+        second = subprocess.run(
+            list(consumer), stdin=first.stdout, capture_output=True, timeout=timeout, check=False
+        )
+        assert first.stdout is not None
+        first.stdout.close()
+        first_err = first.stderr.read().decode(errors="replace") if first.stderr else ""
+        first.wait()
+    if first.returncode != 0:
+        raise CommandFailed(producer, first.returncode, first_err)
+    if second.returncode != 0:
+        raise CommandFailed(consumer, second.returncode, second.stderr.decode(errors="replace"))
+    return second.stdout.decode(errors="replace")

@@ -18,15 +18,28 @@ def _path(state_dir: Path, stage: str) -> Path:
     return state_dir / "records" / f"{stage}.json"
 
 
-def save(state_dir: Path, stage: str, key: str, inputs: Inputs) -> None:
-    data = json.dumps({"key": key, "inputs": inputs}, indent=1, sort_keys=True)
+def save(state_dir: Path, stage: str, key: str, inputs: Inputs, seconds: float = 0.0) -> None:
+    data = json.dumps(
+        {"key": key, "inputs": inputs, "seconds": round(seconds, 1)}, indent=1, sort_keys=True
+    )
     atomic_write_text(_path(state_dir, stage), data)
 
 
 def load(state_dir: Path, stage: str) -> tuple[str, Inputs] | None:
     """The key and inputs of the stage's last build, or None (never built, or unreadable)."""
+    data = _read(state_dir, stage)
+    return (str(data["key"]), dict(data["inputs"])) if data else None
+
+
+def seconds(state_dir: Path, stage: str, key: str) -> float | None:
+    """How long the build of ``key`` took, if this machine's last build of the stage was it."""
+    data = _read(state_dir, stage)
+    return float(data.get("seconds", 0.0)) if data and data.get("key") == key else None
+
+
+def _read(state_dir: Path, stage: str) -> dict[str, Any] | None:
     try:
-        data: Any = json.loads(_path(state_dir, stage).read_text(encoding="utf-8"))
-        return str(data["key"]), dict(data["inputs"])
-    except (OSError, ValueError, KeyError, TypeError):
+        data = json.loads(_path(state_dir, stage).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and "key" in data and "inputs" in data else None
+    except (OSError, ValueError):
         return None

@@ -21,6 +21,8 @@ from rocmgraph.graph import Stage
 from rocmgraph.layout import DOCKER, default_cache
 from rocmgraph.pins import PinPath, Pins, format_table
 
+PIP_SECRET = "pip.conf"
+
 
 def parent_arg(parent: str) -> str:
     """The build arg that carries a parent's image reference: ``wheels`` -> ``WHEELS_IMAGE``.
@@ -45,6 +47,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # pip's configuration (its index, perhaps with credentials) comes in as a BuildKit
+    # secret, mounted for each RUN that runs pip: it never lands in a layer or the history.
+    env.globals["pip"] = f"--mount=type=secret,id={PIP_SECRET},target=/etc/pip.conf"
     env.filters.update(
         ref=lambda variable: "${" + variable + "}",
         requirements=_requirements,

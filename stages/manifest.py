@@ -1,4 +1,9 @@
-"""manifest: /workspace/.manifest (env, pip list, dpkg -l, version) and the image labels."""
+"""manifest: /workspace/.manifest (env, pip list, dpkg -l, version, build.json) and labels.
+
+build.json is this build's provenance: every stage with its key, the pins it
+read, its image id and build time, the arch set, the tool's version. It comes
+in through the build context; the keys already cover everything it records.
+"""
 
 from rocmgraph.graph import Stage
 
@@ -8,5 +13,7 @@ STAGE = Stage(
     parents=("prune",),
     reads=(("image",), ("base", "workdir")),
     recipe="manifest.Dockerfile.j2",
+    files=("docker/files/write_manifest.py",),
     arch_dependent=True,
+    fetches=("provenance",),
 )

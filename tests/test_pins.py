@@ -36,7 +36,7 @@ BAD: dict[str, tuple[Edit, str]] = {
     "unknown table": (
         lambda t: t + '\n[sourcs.x]\nrepo = "https://example.org/x"\n',
         "pins.toml: top level: unknown key 'sourcs'; did you mean 'sources'? "
-        "known keys: base, build, env, image, mirrors, python, rocm, sources, wheels",
+        "known keys: base, build, env, image, mirrors, prune, python, rocm, sources, wheels",
     ),
     "wrong type": (
         lambda t: edit_toml(t, ["build", "max_jobs"], "64"),

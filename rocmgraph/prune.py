@@ -1,0 +1,115 @@
+"""Which GPU kernel files belong to which arch, and removing those of other archs.
+
+ROCm libraries ship a kernel file per arch they support: rocBLAS's
+``Kernels.so-000-gfx942.hsaco``, hipBLASLt's ``TensileLibrary_lazy_gfx950.dat``,
+MIOpen's ``gfx942130.HIP.fdb.txt`` (the arch, then the CU count in hex),
+per-arch folders ``library/gfx942/``. A path's arch is the longest known arch
+that starts a ``gfx`` token of it, so gfx942130 reads as gfx942 and gfx1151 as
+gfx1151, never gfx115. A path whose arch cannot be read is never deleted.
+
+This file runs inside the image too (the prune stage copies it in), so it uses
+the standard library only.
+
+    python3 prune.py --keep gfx942,gfx950 --report prune.json /opt/rocm/lib ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+KNOWN_ARCHS: tuple[str, ...] = (
+    "gfx900", "gfx906", "gfx908", "gfx90a",
+    "gfx940", "gfx941", "gfx942", "gfx950",
+    "gfx1010", "gfx1030",
+    "gfx1100", "gfx1101", "gfx1102",
+    "gfx1150", "gfx1151",
+    "gfx1200", "gfx1201", "gfx1250",
+)  # fmt: skip
+
+_TOKEN = re.compile(r"gfx[0-9a-fA-F]+")
+_LONGEST_FIRST = sorted(KNOWN_ARCHS, key=len, reverse=True)
+
+
+def arch_of_token(token: str) -> str | None:
+    """``gfx942130`` -> ``gfx942``; ``gfx9`` (no known arch starts it) -> None."""
+    return next((arch for arch in _LONGEST_FIRST if token.lower().startswith(arch)), None)
+
+
+def arch_of(path: str) -> str | None:
+    """The arch a file belongs to, by its name first, then by its folders; None if unknown.
+
+    Every gfx token of the part that has any must agree; one that names no
+    known arch, or two that disagree, leave the file unknown (kept).
+    """
+    for part in reversed(path.split("/")):
+        tokens = _TOKEN.findall(part)
+        if not tokens:
+            continue
+        archs = {arch_of_token(token) for token in tokens}
+        return archs.pop() if len(archs) == 1 else None
+    return None
+
+
+def to_remove(paths: Iterable[str], keep: Iterable[str]) -> list[str]:
+    """The paths of a known arch outside ``keep``, in the order given."""
+    kept = set(keep)
+    return [path for path in paths if (arch := arch_of(path)) is not None and arch not in kept]
+
+
+def prune(roots: list[str], keep: list[str]) -> dict[str, object]:
+    """Delete the files of other archs under ``roots``; what was removed, by arch."""
+    files: list[str] = []
+    folders: list[str] = []
+    for root in roots:
+        for folder, dirs, names in os.walk(root):
+            files += [str(Path(folder) / name) for name in names]
+            folders += [str(Path(folder) / name) for name in dirs]
+    removed: dict[str, dict[str, int]] = {}
+    for path in to_remove(sorted(files), keep):
+        size = Path(path).lstat().st_size
+        Path(path).unlink()
+        tally = removed.setdefault(str(arch_of(path)), {"files": 0, "bytes": 0})
+        tally["files"] += 1
+        tally["bytes"] += size
+    for folder in reversed(to_remove(sorted(folders), keep)):  # per-arch folders, emptied
+        if Path(folder).is_dir() and not any(Path(folder).iterdir()):
+            Path(folder).rmdir()
+    return {
+        "kept_archs": sorted(keep),
+        "roots": roots,
+        "files_seen": len(files),
+        "removed_files": sum(t["files"] for t in removed.values()),
+        "removed_bytes": sum(t["bytes"] for t in removed.values()),
+        "removed_by_arch": removed,
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Remove GPU kernel files of other archs.")
+    parser.add_argument("--keep", required=True, help="archs to keep, e.g. gfx942,gfx950")
+    parser.add_argument("--report", help="write what was removed here, as JSON")
+    parser.add_argument("roots", nargs="+")
+    args = parser.parse_args(argv)
+    keep = [arch for arch in re.split(r"[,;]", args.keep) if arch]
+    unknown = [arch for arch in keep if arch not in KNOWN_ARCHS]
+    if unknown:
+        parser.error(f"unknown arch {unknown[0]!r}")
+    report = prune([root for root in args.roots if Path(root).is_dir()], keep)
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(json.dumps(report, indent=1, sort_keys=True))
+    print(
+        f"prune: removed {report['removed_files']} files, {report['removed_bytes']} bytes "
+        f"of archs outside {','.join(keep)} ({report['files_seen']} files seen)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

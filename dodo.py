@@ -43,9 +43,14 @@ def task_patches() -> dict[str, Any]:
     return tasks.patches_task(_options(), get_var("format", "text"))
 
 
-def task_render() -> Iterator[dict[str, Any]]:
+def task_render() -> dict[str, Any]:
+    """Write the docs generated from pins.toml (README key versions, docker/Dockerfile.rocm)."""
+    return tasks.render_task(_options())
+
+
+def task_dockerfile() -> Iterator[dict[str, Any]]:
     """Print a stage's rendered Dockerfile."""
-    return tasks.render_tasks(_options())
+    return tasks.dockerfile_tasks(_options())
 
 
 def task_demo() -> dict[str, Any]:

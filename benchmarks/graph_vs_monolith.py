@@ -27,10 +27,12 @@ import tomlkit
 
 import stages
 from rocmgraph import monolith
+from rocmgraph.build import pip_secret
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
 from rocmgraph.engine import BuildJob
 from rocmgraph.layout import ROOT
+from rocmgraph.render import PIP_SECRET
 from rocmgraph.run import Options, Run
 
 NAMESPACE = "verl-bench"
@@ -83,7 +85,7 @@ def monolith_build(pins: Path, arch: str, work: Path) -> tuple[float, int]:
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     context = monolith.prepare(run, work / "context")
     log = work / "monolith.out"
-    with log.open("w") as out:
+    with log.open("w") as out, pip_secret(run) as pip_conf:
         engine = DockerEngine.connect(work / "logs", "host")
         engine.out = out
         engine.build(
@@ -91,7 +93,7 @@ def monolith_build(pins: Path, arch: str, work: Path) -> tuple[float, int]:
                 stage="monolith",
                 ref=f"{NAMESPACE}-mono:{arch}",
                 context=context,
-                build_args={"PIP_INDEX_URL": run.pins.python.index},
+                secrets={PIP_SECRET: pip_conf},
             )
         )
     elapsed = time.monotonic() - started

@@ -189,4 +189,7 @@ IMAGE = Kind(
 PYTHON_VERSION = Kind(
     "python version", _regex(r"3\.[0-9]+", "a Python version such as 3.12"), 'write e.g. "3.12"'
 )
+DATE = Kind(
+    "date", _regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "a date (YYYY-MM-DD)"), 'write e.g. "2026-07-20"'
+)
 SIZE = Kind("size", _regex(r"[0-9]+[KMGT]?", "a size such as 50G"), 'write e.g. "50G"')

@@ -25,8 +25,8 @@ def dockerfile(run: Run) -> str:
     """Every stage, in build order, as one Dockerfile whose final stage is the image."""
     parts = [
         "# The verl ROCm image as one Dockerfile, rendered from the pins by `doit render`.\n"
-        f"# Pins: {run.pins.file}; arch: {','.join(run.archs)}. Build it with BuildKit:\n"
-        "#   DOCKER_BUILDKIT=1 docker build --build-arg PIP_INDEX_URL=... <context>\n"
+        f"# Pins: {Path(run.pins.file).name}; arch: {','.join(run.archs)}. Build with BuildKit:\n"
+        "#   DOCKER_BUILDKIT=1 docker build --secret id=pip.conf,src=<a pip.conf> <context>\n"
         "# where the context holds src/<source> (patched), wheels/ and the recipe files:\n"
         "# `doit build` assembles it, checked by hash; this file cannot do that for you.\n"
     ]

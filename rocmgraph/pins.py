@@ -59,6 +59,7 @@ class ImageSpec:
     name: str = _kind(kinds.NAME)
     version: str = _kind(kinds.TEXT)
     source: str = _kind(kinds.URL)
+    released: str = _kind(kinds.DATE, default="")  # the release line of the README
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import stages
-from rocmgraph import build, lock, patch_status, plan, render
+from rocmgraph import build, docs, lock, patch_status, plan, render
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import GraphToolError, PatchError, VariableError
+from rocmgraph.layout import ROOT
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
 
@@ -29,7 +30,7 @@ DOIT_CONFIG: dict[str, Any] = {
     "reporter": Reporter,
     "par_type": "thread",  # stages build in docker; threads only wait on it
     "verbosity": 2,  # stream build logs as they come
-    "subtasks": True,  # `doit list` shows build:<stage> and render:<stage> too
+    "subtasks": True,  # `doit list` shows build:<stage> and dockerfile:<stage> too
 }
 
 FORMATS = ("text", "json")
@@ -109,8 +110,23 @@ def patches_task(options: Options, fmt: str) -> Task:
     }
 
 
-def render_tasks(options: Options) -> Iterator[Task]:
-    yield {"basename": "render", "name": None, "doc": "print a stage's rendered Dockerfile"}
+def render_task(options: Options) -> Task:
+    def write() -> None:
+        run = run_for(resolve(Options()))  # the docs are of pins.toml, whatever the variables
+        changed = docs.write(run)
+        print("\n".join(f"wrote {path.relative_to(ROOT)}" for path in changed) or "docs are fresh")
+
+    del options
+    return {
+        "doc": "write the docs made from pins.toml: README key versions, docker/Dockerfile.rocm",
+        "actions": [guarded(write)],
+        "uptodate": [False],
+        "verbosity": 2,
+    }
+
+
+def dockerfile_tasks(options: Options) -> Iterator[Task]:
+    yield {"basename": "dockerfile", "name": None, "doc": "print a stage's rendered Dockerfile"}
     for stage in stages.graph():
 
         def show(name: str = stage.name) -> None:
@@ -118,7 +134,7 @@ def render_tasks(options: Options) -> Iterator[Task]:
             print(render.render(run.graph[name], run.pins, run.archs), end="")
 
         yield {
-            "basename": "render",
+            "basename": "dockerfile",
             "name": stage.name,
             "doc": f"print the Dockerfile of stage {stage.name}",
             "actions": [guarded(show)],

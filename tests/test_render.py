@@ -111,7 +111,7 @@ def test_a_plain_base_installs_rocm_from_apt_and_wheels_by_hash(pins_text: str) 
     )
 
 
-def test_doit_render_prints_the_rendered_dockerfile() -> None:
-    result = run_doit("render:vllm", "arch=gfx942")
+def test_doit_dockerfile_prints_the_rendered_dockerfile() -> None:
+    result = run_doit("dockerfile:vllm", "arch=gfx942")
     assert result.returncode == 0, result.stderr
     assert result.stdout == render(GRAPH["vllm"], REAL, ("gfx942",))

@@ -13,9 +13,9 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
     result = run_doit("list")
     assert result.returncode == 0, result.stderr
     docs = dict(line.split(None, 1) for line in result.stdout.splitlines())
-    expected = {"plan", "lock", "patches", "demo", "build", "render", "build:image"}
+    expected = {"plan", "lock", "patches", "demo", "render", "build", "dockerfile", "build:image"}
     for stage in stages.graph():
-        expected |= {f"build:{stage.name}", f"render:{stage.name}"}
+        expected |= {f"build:{stage.name}", f"dockerfile:{stage.name}"}
     assert set(docs) == expected
     assert docs["build:vllm"] == stages.graph()["vllm"].doc
     assert all(doc.strip() for doc in docs.values())

@@ -1,0 +1,110 @@
+"""Docs generated from the pins: the README's key versions and release line, and
+docker/Dockerfile.rocm, the graph as one file for people who only run `docker build`.
+
+`doit render` writes them; a test fails when the committed ones are stale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rocmgraph import monolith
+from rocmgraph.layout import ROOT
+from rocmgraph.pins import Pins
+from rocmgraph.run import Run
+
+BEGIN = "<!-- key versions: written by `doit render` from pins.toml -->"
+END = "<!-- end of key versions -->"
+README = ROOT / "README.md"
+DOCKERFILE = ROOT / "docker" / "Dockerfile.rocm"
+
+TITLES = {  # how verl's README names its sources
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "verl": "verl",
+    "flash_attention": "Flash Attention (CK)",
+    "transformer_engine": "TransformerEngine",
+    "aiter": "aiter",
+    "causal_conv1d": "causal-conv1d",
+    "mbridge": "mbridge",
+    "torch_memory_saver": "torch_memory_saver",
+}
+RELEASE_LINE = ("vllm", "sglang", "flash_attention", "transformer_engine", "aiter")
+
+
+def _at(commit: str, tag: str) -> str:
+    return f"@{commit[:9]}" if commit else f"@{tag}" if tag else "(unpinned)"
+
+
+def _patches(count: int) -> str:
+    return f", {count} patch{'es' if count > 1 else ''}" if count else ""
+
+
+def release_line(pins: Pins) -> str:
+    wheels = [
+        f"{n}=={w.version}"
+        for n, w in pins.wheels.items()
+        if n in ("torch", "triton") and w.version
+    ]
+    sources = [f"{TITLES.get(n, n)} {_at(pins.sources[n].commit, pins.sources[n].tag)}"
+               for n in RELEASE_LINE if n in pins.sources]  # fmt: skip
+    stack = [f"megatron-core=={v}" for n, v in pins.python.stack.items() if n == "megatron-core"]
+    archs = "/".join(pins.build.archs)
+    return (
+        f"{pins.image.released.replace('-', '/')}: ROCm {pins.rocm.version} software stack: "
+        f"{', '.join([*wheels, *sources, *stack])}; targets {archs}."
+    )
+
+
+def key_versions(pins: Pins) -> str:
+    rows = [
+        ("base image", pins.base.image, pins.base.digest or "digest not locked yet"),
+        ("ROCm", pins.rocm.version, ", ".join(repo.url for repo in pins.rocm.repos.values())),
+        ("Python", pins.python.version, pins.python.venv),
+    ]
+    rows += [
+        (name, w.version or "not pinned", w.file or "file not locked yet")
+        for name, w in pins.wheels.items()
+    ]
+    for name, source in pins.sources.items():
+        at = _at(source.commit, source.tag) + _patches(len(source.patches))
+        rows.append((TITLES.get(name, name), source.version or "-", at))
+    for group in (pins.python.stack, pins.python.vllm, pins.python.sglang):
+        for name, version in group.items():
+            patched = _patches(len(pins.python.patches.get(name, ())))
+            rows.append((name, version or "not pinned", f"PyPI{patched}"))
+    lines = [
+        BEGIN,
+        "",
+        f"Release: {release_line(pins)}",
+        "",
+        "| component | version | pinned |",
+        "| --- | --- | --- |",
+        *(f"| {a} | {b} | {c} |" for a, b, c in rows),
+        "",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def readme(current: str, pins: Pins) -> str:
+    """``current`` with its key-versions block rewritten (added after the title if absent)."""
+    block = key_versions(pins)
+    if BEGIN in current and END in current:
+        head, rest = current.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1]
+    title, _, body = current.partition("\n## ")
+    return f"{title}\n## Key versions\n\n{block}\n\n## {body}"
+
+
+def write(run: Run) -> list[Path]:
+    """Write the generated docs; the files that changed."""
+    changed = []
+    for path, text in (
+        (README, readme(README.read_text(), run.pins)),
+        (DOCKERFILE, monolith.dockerfile(run)),
+    ):
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(path)
+    return changed

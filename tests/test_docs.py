@@ -1,0 +1,49 @@
+"""The docs generated from pins.toml are committed fresh: CI fails when they are stale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import ROOT, run_doit
+
+import stages
+from rocmgraph import docs, monolith
+from rocmgraph.run import Options, Run
+
+
+def real_run() -> Run:
+    return Run(Options(pins=str(ROOT / "pins.toml")), stages.graph())
+
+
+def test_the_readme_key_versions_are_fresh() -> None:
+    readme = docs.README.read_text()
+    assert docs.readme(readme, real_run().pins) == readme, "stale: run `doit render` and commit"
+
+
+def test_the_single_file_dockerfile_is_fresh() -> None:
+    assert docs.DOCKERFILE.read_text() == monolith.dockerfile(real_run()), (
+        "stale: run `doit render` and commit"
+    )
+
+
+def test_the_release_line_names_the_pins() -> None:
+    assert docs.release_line(real_run().pins) == (
+        "2026/07/20: ROCm 7.14 software stack: torch==2.12.0, triton==3.7.0, vLLM @18d87a87d, "
+        "SGLang @0801cc05e, Flash Attention (CK) @v2.8.3, TransformerEngine @e6ede467, "
+        "aiter @b5e03ed19, megatron-core==0.18.0; targets gfx942/gfx950."
+    )
+
+
+def test_the_single_file_names_each_stage_and_its_parent() -> None:
+    text = docs.DOCKERFILE.read_text()
+    for stage in stages.graph():
+        assert f" AS {stage.name}\n" in text
+    assert "FROM wheels AS vllm\n" in text
+    assert "--mount=type=bind,from=vllm,source=/dist,target=/dist/vllm" in text
+    assert "${" not in text.replace("${VIRTUAL_ENV", "").replace("$PATH", "")  # no image args left
+
+
+def test_doit_render_writes_nothing_when_fresh(tmp_path: Path) -> None:
+    result = run_doit("render")
+    assert result.returncode == 0, result.stderr
+    assert "docs are fresh" in result.stdout

@@ -99,6 +99,7 @@ def mutated(leaf: Leaf) -> Any:
         kinds.IMAGE: "docker.io/library/ubuntu:22.04",
         kinds.PYTHON_VERSION: "3.13",
         kinds.SIZE: "51G",
+        kinds.DATE: "2027-01-01",
         kinds.URL: str(value).rstrip("/") + "/x",
         kinds.MIRROR: "https://mirror.example.org/x",
     }

@@ -25,7 +25,7 @@ Edit = Callable[[str], str]
 BAD: dict[str, tuple[Edit, str]] = {
     "toml syntax, with line and column": (
         lambda t: t.replace("max_jobs = 64", "max_jobs = = 64"),
-        "pins.toml: line 16, column 12: invalid TOML: Invalid value; "
+        "pins.toml: line 17, column 12: invalid TOML: Invalid value; "
         "fix the syntax at that position",
     ),
     "unknown key, with a suggestion": (

@@ -21,11 +21,16 @@ SOURCE_KEYS = (
 )
 
 Edit = Callable[[str], str]
+MAX_JOBS_LINE = next(
+    number
+    for number, line in enumerate(PINS.read_text().splitlines(), start=1)
+    if line.startswith("max_jobs = 64")
+)
 
 BAD: dict[str, tuple[Edit, str]] = {
     "toml syntax, with line and column": (
         lambda t: t.replace("max_jobs = 64", "max_jobs = = 64"),
-        "pins.toml: line 17, column 12: invalid TOML: Invalid value; "
+        f"pins.toml: line {MAX_JOBS_LINE}, column 12: invalid TOML: Invalid value; "
         "fix the syntax at that position",
     ),
     "unknown key, with a suggestion": (

@@ -8,8 +8,11 @@ cold whatever the machine built before.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import subprocess
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, edit_toml, need_docker, run_doit
 
+import rocmgraph
 import stages
+from rocmgraph import pins, prune
 from rocmgraph.demo.profile import Demo
 
 pytestmark = pytest.mark.docker
@@ -101,13 +106,103 @@ def test_cold_build_makes_an_image_that_holds_what_every_stage_put_there(e2e: E2
     )  # fmt: skip
     assert shell.split() == [
         "7.14.0-70140",
-        "dpkg-list.txt", "env.txt", "requirements.txt", "training_docker_version",
+        "build.json", "dpkg-list.txt", "env.txt", "prune.json", "requirements.txt",
+        "training_docker_version",
         "2", "1", "0",
     ]  # fmt: skip
     labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", image)
     assert '"org.verl-rocm-graph.stage":"manifest"' in labels
     vllm_log = (e2e.pins.parent / ".build" / "logs" / "vllm.log").read_text()
     assert "ccache" in vllm_log.lower()
+
+
+def labels(image: str) -> dict[str, str]:
+    return dict(
+        json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", image))
+    )
+
+
+def size(image: str) -> int:
+    return int(docker("image", "inspect", "--format", "{{.Size}}", image))
+
+
+def manifest_file(image: str, name: str) -> str:
+    return docker("run", "--rm", "--network=none", image, "cat", f"/workspace/.manifest/{name}")
+
+
+def kernel_archs(image: str) -> set[str | None]:
+    found = docker("run", "--rm", "--network=none", image, "find", "/opt/rocm", "-name", "*gfx*")
+    return {prune.arch_of(path) for path in found.split()}
+
+
+def test_the_pruned_image_keeps_its_arch_only_and_really_shrank(e2e: E2E) -> None:
+    assert kernel_archs("verl-e2e:gfx942") == {"gfx942"}
+    report = json.loads(manifest_file("verl-e2e:gfx942", "prune.json"))
+    assert report["removed_files"] > 0
+    assert set(report["removed_by_arch"]) == {"gfx90a", "gfx950"}
+    keys = labels("verl-e2e:gfx942")
+    before = size(f"verl-e2e/assemble:{keys['org.verl-rocm-graph.key.assemble']}")
+    after = size(f"verl-e2e/prune:{keys['org.verl-rocm-graph.key.prune']}")
+    assert before - after >= 0.95 * report["removed_bytes"], (before, after, report)
+
+
+def test_the_manifest_and_labels_record_how_the_image_was_built(e2e: E2E) -> None:
+    image = "verl-e2e:gfx942"
+    build = json.loads(manifest_file(image, "build.json"))
+    keys = labels(image)
+    assert [stage["name"] for stage in build["stages"]] == list(GRAPH.order)
+    for stage in build["stages"]:
+        assert stage["key"] == keys[f"org.verl-rocm-graph.key.{stage['name']}"]
+        assert (stage["image_id"] is None) == (stage["name"] == "manifest")
+    sglang = next(stage for stage in build["stages"] if stage["name"] == "sglang")
+    assert "[sources.sglang].commit" in sglang["pins"]
+    assert sglang["arch"] == ["gfx942"]
+    assert build["tool"] == {"name": "verl-rocm-graph", "version": rocmgraph.__version__}
+    assert build["prune"]["kept_archs"] == ["gfx942"]
+    verl_commit = pins.load(e2e.pins).sources["verl"].commit
+    assert keys["org.opencontainers.image.revision"] == verl_commit
+    assert keys["org.opencontainers.image.source"] == "https://github.com/verl-project/verl"
+    assert keys["org.opencontainers.image.version"] == "demo_rocm7.14_torch2.12"
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", keys["org.opencontainers.image.created"]
+    )
+    env = manifest_file(image, "env.txt").splitlines()
+    assert "PYTORCH_ROCM_ARCH=gfx942" in env
+    assert "demo_rocm7.14_torch2.12" in manifest_file(image, "training_docker_version")
+
+
+def test_a_secret_package_index_never_reaches_a_layer(e2e: E2E, tmp_path: Path) -> None:
+    token = "s3cr3t-t0ken-4242"
+    secret = E2E(tmp_path / "pins.toml")
+    secret.pins.write_text(e2e.pins.read_text())
+    secret.edit(["image", "name"], "verl-secret")
+    secret.edit(["python", "index"], f"http://demo:{token}@127.0.0.1:38470/simple")
+    stale = docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "verl-secret/*").split()
+    if stale:
+        docker("image", "rm", "--force", *stale)
+    result = run_doit("build:base", "profile=demo", f"pins={secret.pins}")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert token not in result.stdout + result.stderr
+    (image,) = docker(
+        "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "verl-secret/base"
+    ).split()
+    archive = tmp_path / "image.tar"
+    docker("save", "--output", str(archive), image)
+    with tarfile.open(archive) as saved:
+        members = [m for m in saved.getmembers() if m.isfile()]
+        assert any(m.name.endswith("layer.tar") for m in members)
+        for member in members:  # every layer, the config, the manifest
+            data = saved.extractfile(member)
+            assert data is not None
+            blob = data.read()
+            if member.name.endswith(".tar"):
+                with tarfile.open(fileobj=io.BytesIO(blob)) as layer:
+                    for entry in layer.getmembers():
+                        content = layer.extractfile(entry) if entry.isfile() else None
+                        assert content is None or token.encode() not in content.read(), entry.name
+            assert token.encode() not in blob, member.name
+    assert token not in docker("history", "--no-trunc", image)
+    assert token not in (tmp_path / ".build" / "logs" / "base.log").read_text()
 
 
 def test_a_second_run_builds_nothing(e2e: E2E) -> None:
@@ -158,6 +253,10 @@ def test_switching_arch_reuses_every_arch_independent_stage(e2e: E2E) -> None:
     assert facts == "gfx950 ['gfx950']"
     back = e2e.build("gfx942")  # and back: every stage of gfx942 is still there
     assert built(back) == set()
+    both = e2e.build("gfx942,gfx950")
+    assert both.returncode == 0, both.stdout[-3000:] + both.stderr
+    assert ARCH_INDEPENDENT.isdisjoint(built(both))
+    assert kernel_archs("verl-e2e:gfx942-gfx950") == {"gfx942", "gfx950"}
 
 
 def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> None:
@@ -180,6 +279,4 @@ def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> 
 
 
 def _commits(demo: Demo, source: str) -> list[str]:
-    import json
-
     return list(json.loads((demo.root / "fixtures" / "built.json").read_text())["commits"][source])

@@ -45,7 +45,7 @@ def task_patches() -> dict[str, Any]:
 
 def task_render() -> dict[str, Any]:
     """Write the docs generated from pins.toml (README key versions, docker/Dockerfile.rocm)."""
-    return tasks.render_task(_options())
+    return tasks.render_task(check=get_var("check", "") not in ("", "0"))
 
 
 def task_dockerfile() -> Iterator[dict[str, Any]]:

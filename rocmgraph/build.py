@@ -47,6 +47,7 @@ def build_stage(run: Run, name: str) -> bool:
             build_args={parent_arg(parent): run.ref(parent) for parent in stage.parents},
             labels=labels(run, name),
             secrets={PIP_SECRET: pip_conf},
+            hide=(run.pins.python.index,),  # its password, should pip ever print it
             flatten=stage.flatten,
         )
         run.engine.build(job)

@@ -15,11 +15,13 @@ import shutil
 import sys
 import threading
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import urlsplit
 
-from rocmgraph import proc
+from rocmgraph import manifest, proc
 from rocmgraph.engine import BuildJob
 from rocmgraph.errors import EngineError
 from rocmgraph.proc import CommandFailed, CommandMissing
@@ -88,6 +90,20 @@ def _client_version(path: str) -> str:
         return ""
     # "Docker version 20.10.24+dfsg1, build 297e128"
     return out.split("version", 1)[-1].strip().split(",", 1)[0].split("+", 1)[0]
+
+
+class Redactor:
+    """Hides secrets in log lines: values of secret-looking variables, passwords in URLs."""
+
+    def __init__(self, environ: Mapping[str, str], urls: Iterable[str] = ()) -> None:
+        values = manifest.secret_values(environ)
+        values += [urlsplit(url).password or "" for url in urls]
+        self.values = sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+
+    def __call__(self, line: str) -> str:
+        for value in self.values:
+            line = line.replace(value, manifest.REDACTED)
+        return line
 
 
 class DockerEngine:
@@ -190,10 +206,12 @@ class DockerEngine:
             argv += ["--label", f"{name}={value}"]
         argv.append(str(job.context))
         tail: deque[str] = deque(maxlen=15)
+        redact = Redactor(os.environ, job.hide)
         with log_path.open("w", encoding="utf-8") as log:
             log.write(f"$ {' '.join(argv)}\n")
 
             def on_line(line: str) -> None:
+                line = redact(line)
                 tail.append(line)
                 log.write(line + "\n")
                 with _PRINT:

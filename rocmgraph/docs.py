@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocmgraph import monolith
+from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.layout import ROOT
 from rocmgraph.pins import Pins
 from rocmgraph.run import Run
@@ -97,14 +98,15 @@ def readme(current: str, pins: Pins) -> str:
     return f"{title}\n## Key versions\n\n{block}\n\n## {body}"
 
 
-def write(run: Run) -> list[Path]:
-    """Write the generated docs; the files that changed."""
-    changed = []
+def write(run: Run, *, check: bool = False) -> list[Path]:
+    """Write the generated docs (or, with ``check``, only compare); the files that differ."""
+    stale = []
     for path, text in (
         (README, readme(README.read_text(), run.pins)),
         (DOCKERFILE, monolith.dockerfile(run)),
     ):
         if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
-            changed.append(path)
-    return changed
+            if not check:
+                atomic_write_text(path, text)
+            stale.append(path)
+    return stale

@@ -23,6 +23,7 @@ class BuildJob:
     build_args: Mapping[str, str] = field(default_factory=dict)  # parent image refs
     labels: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, Path] = field(default_factory=dict)  # BuildKit secrets: id -> file
+    hide: tuple[str, ...] = ()  # URLs whose passwords its log must not show
     flatten: bool = False  # squash into one layer, keeping the image's config
 
 

@@ -110,13 +110,14 @@ def patches_task(options: Options, fmt: str) -> Task:
     }
 
 
-def render_task(options: Options) -> Task:
+def render_task(check: bool) -> Task:
     def write() -> None:
         run = run_for(resolve(Options()))  # the docs are of pins.toml, whatever the variables
-        changed = docs.write(run)
-        print("\n".join(f"wrote {path.relative_to(ROOT)}" for path in changed) or "docs are fresh")
+        stale = [str(path.relative_to(ROOT)) for path in docs.write(run, check=check)]
+        if check and stale:
+            raise VariableError(f"stale generated docs: {', '.join(stale)}; run `doit render`")
+        print("\n".join(f"wrote {path}" for path in stale) or "docs are fresh")
 
-    del options
     return {
         "doc": "write the docs made from pins.toml: README key versions, docker/Dockerfile.rocm",
         "actions": [guarded(write)],

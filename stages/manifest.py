@@ -13,7 +13,7 @@ STAGE = Stage(
     parents=("prune",),
     reads=(("image",), ("base", "workdir")),
     recipe="manifest.Dockerfile.j2",
-    files=("docker/files/write_manifest.py",),
+    files=("rocmgraph/manifest.py",),
     arch_dependent=True,
     fetches=("provenance",),
 )

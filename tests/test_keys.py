@@ -158,9 +158,9 @@ def test_a_changed_recipe_file_changes_its_stage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = all_keys(REAL)
-    shutil.copytree(ROOT / "docker", tmp_path / "docker")
-    (tmp_path / "rocmgraph").mkdir()
-    shutil.copy2(ROOT / "rocmgraph" / "prune.py", tmp_path / "rocmgraph" / "prune.py")
+    for name in {name for stage in GRAPH for name in keys.recipe_files(stage, REAL)}:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
     helper = tmp_path / "docker" / "files" / "verify_dists.py"
     helper.write_text(helper.read_text() + "# one more line\n")
     monkeypatch.setattr(keys, "ROOT", tmp_path)

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
-
-from conftest import ROOT
-
-
-def writer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "write_manifest", ROOT / "docker/files/write_manifest.py"
-    )
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from rocmgraph import manifest
+from rocmgraph.docker import Redactor
 
 
 def test_secret_looking_values_are_redacted_in_env_txt() -> None:
-    lines = writer().redact(
+    lines = manifest.redact(
         {
             "HF_TOKEN": "hf_abc",
             "AWS_SECRET_ACCESS_KEY": "s3",
@@ -44,3 +31,13 @@ def test_secret_looking_values_are_redacted_in_env_txt() -> None:
         "PYTORCH_ROCM_ARCH=gfx942",
         "SSH_KEY=<redacted>",
     ]
+
+
+def test_build_logs_are_redacted_with_the_same_rule() -> None:
+    redactor = Redactor(
+        {"HF_TOKEN": "hf_abcdef", "PATH": "/usr/bin"}, urls=["http://me:pw1234@127.0.0.1/simple"]
+    )
+    assert redactor("using hf_abcdef and /usr/bin") == "using <redacted> and /usr/bin"
+    assert redactor("Looking in http://me:pw1234@127.0.0.1/simple") == (
+        "Looking in http://me:<redacted>@127.0.0.1/simple"
+    )

@@ -7,9 +7,10 @@
     build.json               every stage: key, pins read, image id, build time, archs, tool version
                              (and what pruning removed, from prune.json)
 
-Runs inside the image with its own Python: standard library only.
+Runs inside the image with its own Python (the manifest stage copies it in), so it
+uses the standard library only. The engine redacts its logs with the same rule.
 
-    python3 write_manifest.py --dir /workspace/.manifest --version V --build-json build.json
+    python3 manifest.py --dir /workspace/.manifest --version V --build-json build.json
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from pathlib import Path
 # A variable whose name says it holds a secret: its value never reaches a file.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)KEY($|_)|API_?KEY", re.I)
 REDACTED = "<redacted>"
+
+
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """The values that must not be shown: those of secret-looking names (long enough to matter)."""
+    return sorted({v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= 4}, key=len)
 
 
 def redact(environ: Mapping[str, str]) -> list[str]:

@@ -21,7 +21,7 @@ def _options() -> Options:
         Options(
             pins=get_var("pins", ""),
             arch=get_var("arch", ""),
-            locked=get_var("locked", "") not in ("", "0"),
+            locked=_flag("locked"),
             network=get_var("network", ""),
             profile=get_var("profile", ""),
         )
@@ -43,9 +43,23 @@ def task_patches() -> dict[str, Any]:
     return tasks.patches_task(_options(), get_var("format", "text"))
 
 
+def _flag(name: str) -> bool:
+    return get_var(name, "") not in ("", "0")
+
+
+def task_bump() -> Iterator[dict[str, Any]]:
+    """Move a pin to upstream's newest (bump:<source>, bump:base, bump:all)."""
+    return tasks.bump_tasks(_options(), get_var("to", ""), _flag("force"), _flag("dry"))
+
+
+def task_audit() -> dict[str, Any]:
+    """Audit every pin, or a plain Dockerfile (dockerfile=<path>)."""
+    return tasks.audit_task(_options(), get_var("format", "text"), get_var("dockerfile", ""))
+
+
 def task_render() -> dict[str, Any]:
     """Write the docs generated from pins.toml (README key versions, docker/Dockerfile.rocm)."""
-    return tasks.render_task(check=get_var("check", "") not in ("", "0"))
+    return tasks.render_task(check=_flag("check"))
 
 
 def task_dockerfile() -> Iterator[dict[str, Any]]:

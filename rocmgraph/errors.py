@@ -47,3 +47,7 @@ class PatchError(GraphToolError):
 
 class LockError(GraphToolError):
     """The pins are not locked where they must be, or a value cannot be resolved."""
+
+
+class Unchecked(GraphToolError):
+    """Something could not be checked (an upstream out of reach): exit code 2, not 1."""

@@ -13,7 +13,11 @@ def atomic_write_text(path: Path, text: str) -> None:
     with tempfile.NamedTemporaryFile(
         "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
     ) as tmp:
-        tmp.write(text)
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    Path(tmp.name).replace(path)
+        try:
+            tmp.write(text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        except BaseException:
+            Path(tmp.name).unlink()
+            raise
+    Path(tmp.name).replace(path)  # atomic on one filesystem

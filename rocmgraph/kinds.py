@@ -7,6 +7,7 @@ offline; the plan lists those and ``doit lock`` fills them.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from collections.abc import Callable
@@ -193,3 +194,8 @@ DATE = Kind(
     "date", _regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "a date (YYYY-MM-DD)"), 'write e.g. "2026-07-20"'
 )
 SIZE = Kind("size", _regex(r"[0-9]+[KMGT]?", "a size such as 50G"), 'write e.g. "50G"')
+
+
+def optional(kind: Kind) -> Kind:
+    """``kind``, or "" for a value that is not set (a tag a source has none of)."""
+    return dataclasses.replace(kind, optional=True)

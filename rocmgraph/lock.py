@@ -129,7 +129,7 @@ def write(path: Path, changes: list[Change]) -> None:
         node: Any = document
         for part in change.path[:-1]:
             node = node[part]
-        node[change.path[-1]] = change.new
+        node[change.path[-1]] = list(change.new) if isinstance(change.new, tuple) else change.new
     atomic_write_text(path, tomlkit.dumps(document))
 
 

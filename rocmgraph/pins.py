@@ -59,7 +59,7 @@ class ImageSpec:
     name: str = _kind(kinds.NAME)
     version: str = _kind(kinds.TEXT)
     source: str = _kind(kinds.URL)
-    released: str = _kind(kinds.DATE, default="")  # the release line of the README
+    released: str = _kind(kinds.optional(kinds.DATE), default="")  # the README's release line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,8 +124,8 @@ class GitSource:
     mirror: str = _kind(kinds.MIRROR, default="", location=True)  # fetched from here instead
     branch: str = _kind(kinds.NAME)  # the branch `doit bump` follows
     commit: str = _kind(kinds.COMMIT)
-    tag: str = _kind(kinds.NAME, default="")  # upstream's name for the commit, if any
-    version: str = _kind(kinds.TEXT, default="")
+    tag: str = _kind(kinds.optional(kinds.NAME), default="")  # upstream's name for the commit
+    version: str = _kind(kinds.optional(kinds.TEXT), default="")
     submodules: bool = True
     patches: tuple[str, ...] = _kind(kinds.REPO_FILE, default=())
     # Build knobs for the generic source -> wheel recipe.

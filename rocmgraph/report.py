@@ -11,22 +11,28 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from doit.exceptions import TaskFailed
+from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
 
-from rocmgraph.errors import GraphToolError
+from rocmgraph.errors import GraphToolError, Unchecked
 
 
 class UserFailure(TaskFailed):  # type: ignore[misc]
-    """A failure whose message says everything: no traceback, no output dump."""
+    """A failure whose message says everything: no traceback, no output dump (exit 1)."""
+
+
+class UserUnchecked(TaskError):  # type: ignore[misc]
+    """Something could not be checked: one line too, and doit exits with 2."""
 
 
 def guarded(function: Callable[..., object], *args: object) -> Callable[[], object]:
-    """Wrap an action so that a GraphToolError becomes a one-line UserFailure."""
+    """Wrap an action so that a GraphToolError becomes a one-line failure."""
 
     def action() -> object:
         try:
             result = function(*args)
+        except Unchecked as exc:
+            return UserUnchecked(str(exc))
         except GraphToolError as exc:
             return UserFailure(str(exc))
         return None if result is None else result
@@ -44,7 +50,7 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
             super().execute_task(task)
 
     def add_failure(self, task: Any, fail: Any) -> None:
-        if isinstance(fail, UserFailure):
+        if isinstance(fail, (UserFailure, UserUnchecked)):
             sys.stderr.write(f"error: {fail.message}\n")
             return
         super().add_failure(task, fail)

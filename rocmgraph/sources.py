@@ -131,7 +131,7 @@ class SourceCache:
             except CommandFailed as exc:
                 raise FetchError(
                     f"source {name}: submodules of {commit} could not be fetched "
-                    f"({_last_line(exc)}); check the network or set a mirror"
+                    f"({git_reason(exc)}); check the network or set a mirror"
                 ) from None
 
     def _fetch_all(
@@ -210,12 +210,13 @@ _REASONS = (  # git's words (which carry timings and ports) -> a stable reason
 
 def _unreachable(name: str, verb: str, url: str, exc: CommandFailed) -> FetchError:
     return FetchError(
-        f"source {name}: cannot {verb} {url} ({_last_line(exc)}); check the network, "
+        f"source {name}: cannot {verb} {url} ({git_reason(exc)}); check the network, "
         f"or set a mirror ([sources.{name}].mirror, [mirrors], or ${MIRRORS_ENV})"
     )
 
 
-def _last_line(exc: CommandFailed) -> str:
+def git_reason(exc: CommandFailed) -> str:
+    """A stable reason for a failed git command (git's own words carry timings and ports)."""
     for needles, reason in _REASONS:
         if any(needle in exc.stderr for needle in needles):
             return reason

@@ -12,10 +12,11 @@ import dataclasses
 import functools
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import stages
-from rocmgraph import build, docs, lock, patch_status, plan, render
+from rocmgraph import audit, build, bump, docs, lock, patch_status, plan, render
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import GraphToolError, PatchError, VariableError
@@ -103,6 +104,58 @@ def patches_task(options: Options, fmt: str) -> Task:
 
     return {
         "doc": "check every patch against its pinned tree: applies, obsolete or conflicts",
+        "actions": [guarded(show)],
+        "uptodate": [False],
+        "meta": {"quiet": True},
+        "verbosity": 2,
+    }
+
+
+def bump_tasks(options: Options, to: str, force: bool, dry: bool) -> Iterator[Task]:
+    """bump:<source> for every pinned source a stage reads, bump:base, bump:all."""
+    names = sorted({source for stage in stages.graph() for source in stage.sources})
+    yield {"basename": "bump", "name": None, "doc": "move pins to upstream's newest"}
+
+    def run_bump(targets: list[str]) -> None:
+        run = run_for(options)
+        if to and len(targets) > 1:
+            raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
+        print("\n".join(bump.run_bump(run, targets, to, force=force, dry=dry)))
+
+    for name in [*names, "base", "all"]:
+        targets = [*names, "base"] if name == "all" else [name]
+        doc = {
+            "base": "move the base image's digest to what its tag points to now",
+            "all": "bump every source and the base image",
+        }.get(
+            name, f"move {name} to upstream's newest commit (or to=<commit|tag>), patches checked"
+        )
+        yield {
+            "basename": "bump",
+            "name": name,
+            "doc": doc,
+            "actions": [guarded(run_bump, targets)],
+            "uptodate": [False],
+            "meta": {"quiet": True},
+            "verbosity": 2,
+        }
+
+
+def audit_task(options: Options, fmt: str, dockerfile: str) -> Task:
+    def show() -> None:
+        _check_format(fmt)
+        if dockerfile:
+            path = Path(dockerfile)
+            if not path.is_file():
+                raise VariableError(f"dockerfile={dockerfile}: no such file")
+            rows = audit.audit_dockerfile(path)
+        else:
+            rows = audit.audit_pins(run_for(options))
+        print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
+        audit.verdict(rows)
+
+    return {
+        "doc": "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed",
         "actions": [guarded(show)],
         "uptodate": [False],
         "meta": {"quiet": True},

@@ -76,7 +76,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         mirrors = tomlkit.table()
         for name, source in real.sources.items():
             repo = tmp_path / "upstream" / name
-            first = make_repo(repo, _source_files(name, real))
+            first = make_repo(repo, _source_files(name, real), branch=source.branch)
             head = commit(repo, {"NEWS": f"{name} moves on\n"}, "later work")
             repos[name] = repo
             mirrors[source.repo] = f"file://{repo}"

@@ -1,0 +1,371 @@
+"""`doit audit`: does every pin say what it claims? One row per pin.
+
+For each: kind and value, whether it is full-length, exists upstream, is
+reachable from the tracked branch or a tag, how far behind it is and how old,
+whether its hash or digest is present (and verified where that is cheap), its
+patches' status, and installs that pin nothing. Exit 0 when clean, 1 on a
+policy violation, 2 when something could not be checked (each remote check
+has a timeout: an upstream out of reach marks its pin unknown).
+
+`doit audit dockerfile=<path>` audits a plain Dockerfile the same way, so a
+recipe can be audited before it moves to the graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rocmgraph import patches, registry
+from rocmgraph.errors import FetchError, LockError, Unchecked
+from rocmgraph.keys import digest
+from rocmgraph.pins import format_path
+from rocmgraph.run import Run
+from rocmgraph.upstream import History
+from wheels.store import Store
+
+FULL = re.compile(r"[0-9a-f]{40}")
+HEXISH = re.compile(r"[0-9a-f]{7,39}")
+
+
+@dataclass
+class Row:
+    kind: str  # commit, digest, wheel, key, apt, python; from, clone, pip, arg, url for Dockerfiles
+    pin: str  # where: [sources.vllm].commit, or Dockerfile:12
+    value: str
+    full_length: bool | None = None
+    exists: bool | None = None
+    reachable: bool | None = None
+    behind: int | None = None
+    age_days: int | None = None
+    hash: str = "-"  # verified, present, missing, mismatch
+    patches: str = "-"
+    problems: list[str] = field(default_factory=list)  # policy violations
+    unknown: list[str] = field(default_factory=list)  # checks that could not run
+
+
+# ---------------------------------------------------------------- pins
+
+
+def audit_pins(run: Run) -> list[Row]:
+    pins = run.pins
+    rows = [_source(run, name) for name in pins.sources]
+    rows.append(_base(run))
+    rows += [
+        _wheel(run.store, name, wheel.file, wheel.sha256) for name, wheel in pins.wheels.items()
+    ]
+    rows.append(_key(run))
+    for name, version in pins.rocm.packages.items():
+        rows.append(_version_row("apt", ("rocm", "packages", name), version))
+    for group in ("stack", "vllm", "sglang", "tools"):
+        for name, version in getattr(pins.python, group).items():
+            rows.append(_version_row("python", ("python", group, name), version))
+    return rows
+
+
+def _source(run: Run, name: str) -> Row:
+    source = run.pins.sources[name]
+    row = Row("commit", format_path(("sources", name, "commit")), source.commit)
+    row.full_length = bool(FULL.fullmatch(source.commit))
+    if not source.commit:
+        row.problems.append("unpinned: no commit (the build would take whatever upstream has)")
+    elif not row.full_length:
+        row.problems.append("short commit id: names no fixed commit (`doit lock`)")
+    history = History(run.sources, name, source, timeout=120)
+    try:
+        history.fetch()
+    except FetchError as exc:
+        row.unknown.append(str(exc))
+        return row
+    commit = history.resolve(source.commit) if source.commit else None
+    row.exists = commit is not None and history.exists(commit)
+    if not row.exists:
+        if source.commit:
+            row.problems.append(
+                f"does not exist upstream (force-pushed away?) in {run.sources.url(source)}"
+            )
+        return row
+    assert commit is not None
+    tags = history.tags_containing(commit)
+    on_branch = history.on_branch(commit)
+    row.reachable = on_branch or bool(tags)
+    if not row.reachable:
+        row.problems.append(f"reachable from neither {source.branch} nor a tag")
+    if on_branch:
+        row.behind = history.behind(commit)
+    row.age_days = history.age_days(commit)
+    if source.patches:
+        tree = run.sources.tree(name, dataclasses.replace(source, commit=commit))
+        statuses = patches.check(tree, source.patches)
+        row.patches = _summary(statuses)
+        for status in statuses:
+            if status.status != "applies":
+                row.problems.append(f"patch {status.patch} {status.status}: {status.detail}")
+    return row
+
+
+def _summary(statuses: list[patches.Status]) -> str:
+    counts = {s: sum(x.status == s for x in statuses) for s in ("applies", "obsolete", "conflicts")}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+
+
+def _base(run: Run) -> Row:
+    base = run.pins.base
+    row = Row("digest", format_path(("base", "digest")), f"{base.image}@{base.digest or '?'}")
+    row.full_length = bool(base.digest)
+    if not base.digest:
+        row.hash = "missing"
+        row.problems.append("no digest: the base is taken by its tag, which moves")
+        return row
+    try:
+        now = registry.digest(base.image, run.http)
+    except FetchError as exc:
+        row.unknown.append(str(exc))
+        return row
+    row.exists = True
+    row.hash = "verified" if now == base.digest else "present"
+    row.reachable = now == base.digest  # the tag still points at it
+    return row
+
+
+def _wheel(store: Store, name: str, file: str, sha256: str) -> Row:
+    row = Row("wheel", format_path(("wheels", name, "file")), file or "?")
+    row.full_length = bool(file and sha256)
+    if not file or not sha256:
+        row.hash = "missing"
+        row.problems.append("no exact file and sha256 (`doit lock`)")
+        return row
+    stored = store.path(sha256, file)
+    row.hash = "present"
+    if stored.is_file():  # a stored copy is hashed again: cheap next to downloading GBs
+        row.hash = "verified" if digest(stored.read_bytes()) == sha256 else "mismatch"
+        if row.hash == "mismatch":
+            row.problems.append(f"the stored copy {stored} does not hash to the pin")
+    return row
+
+
+def _key(run: Run) -> Row:
+    rocm = run.pins.rocm
+    row = Row("key", format_path(("rocm", "key_sha256")), rocm.key_url)
+    if not rocm.key_sha256:
+        row.hash = "missing"
+        row.problems.append("the apt key has no sha256 (`doit lock`)")
+        return row
+    try:
+        fetched = run.store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key")
+    except FetchError as exc:
+        if "has sha256" in str(exc):
+            row.hash = "mismatch"
+            row.problems.append(str(exc))
+        else:
+            row.unknown.append(str(exc))
+        return row
+    row.hash = "verified" if fetched.sha256 == rocm.key_sha256 else "mismatch"
+    return row
+
+
+def _version_row(kind: str, path: tuple[str, ...], version: str) -> Row:
+    row = Row(kind, format_path(path), version or "?")
+    row.full_length = bool(version)
+    if not version:
+        row.problems.append("unpinned: installs whatever version is newest")
+    return row
+
+
+# ---------------------------------------------------------------- Dockerfiles
+
+
+def audit_dockerfile(path: Path) -> list[Row]:
+    """Static checks of a plain Dockerfile: digests, commits, pinned installs, hashes."""
+    rows: list[Row] = []
+    args: dict[str, str] = {}
+    for number, line in _instructions(path.read_text(encoding="utf-8")):
+        where = f"{path.name}:{number}"
+        word, _, rest = line.partition(" ")
+        word = word.upper()
+        if word == "ARG" and "=" in rest:
+            name, _, value = rest.strip().partition("=")
+            args[name] = value.strip().strip('"')
+            if name.endswith(("_TAG", "_COMMIT", "_REF")) and HEXISH.fullmatch(args[name]):
+                rows.append(_arg_row(where, name, args[name]))
+        elif word == "FROM":
+            image = _expand(rest.split()[0], args)
+            row = Row("from", where, image, full_length="@sha256:" in image)
+            if not row.full_length:
+                row.problems.append("FROM without a digest: the tag can move")
+            rows.append(row)
+        elif word == "RUN":
+            rows += _run_rows(where, _expand(rest, args))
+    return rows
+
+
+def _arg_row(where: str, name: str, value: str) -> Row:
+    row = Row("arg", where, f"{name}={value}", full_length=False)
+    row.problems.append("short commit id: names no fixed commit")
+    return row
+
+
+def _instructions(text: str) -> list[tuple[int, str]]:
+    """(first line number, instruction with its continuations joined), comments left out."""
+    found: list[tuple[int, str]] = []
+    pending: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if not pending:
+            start = number
+        if stripped.startswith("#"):
+            continue
+        pending.append(stripped.removesuffix("\\").strip())
+        if not stripped.endswith("\\"):
+            found.append((start, " ".join(pending)))
+            pending = []
+    return found
+
+
+def _expand(text: str, args: dict[str, str]) -> str:
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), text)
+
+
+def _run_rows(where: str, command: str) -> list[Row]:
+    rows: list[Row] = []
+    clone: Row | None = None
+    for part in re.split(r"&&|;|\|\|", command):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            words = part.split()
+        words = [w for w in words if not w.startswith("--mount=")]
+        if words[:1] == ["RUN"]:
+            words = words[1:]
+        while words and "=" in words[0] and not words[0].startswith("-"):  # VAR=x cmd
+            words = words[1:]
+        if words[:2] == ["git", "clone"]:
+            url = next((w for w in words[2:] if "://" in w), "?")
+            clone = Row("clone", where, url, full_length=False)
+            clone.problems.append("git clone without a commit checkout: unpinned")
+            rows.append(clone)
+        elif words[:2] == ["git", "checkout"] and clone is not None and len(words) > 2:
+            ref = words[-1]
+            clone.value = f"{clone.value}@{ref}"
+            clone.full_length = bool(FULL.fullmatch(ref))
+            clone.problems = [] if clone.full_length else [
+                "short commit id: names no fixed commit" if HEXISH.fullmatch(ref)
+                else f"checks out {ref}, a branch or tag, not a commit"
+            ]  # fmt: skip
+        elif words[:1] in (["pip"], ["pip3"]) or words[:3] in (
+            ["python", "-m", "pip"],
+            ["python3", "-m", "pip"],
+        ):
+            rows += _pip_rows(where, words)
+        elif words[:1] in (["wget"], ["curl"]):
+            for url in (w for w in words if w.startswith(("http://", "https://"))):
+                row = Row("url", where, url, full_length=False, hash="missing")
+                row.problems.append("downloads a URL whose content no hash checks")
+                rows.append(row)
+    return rows
+
+
+_PIP_TAKES_VALUE = ("-r", "-c", "--requirement", "--constraint", "-e", "--index-url", "-i",
+                    "--find-links", "-f", "--extra-index-url")  # fmt: skip
+
+
+def _pip_rows(where: str, words: list[str]) -> list[Row]:
+    if "install" not in words:
+        return []
+    args = words[words.index("install") + 1 :]
+    hashed = "--require-hashes" in args or any(a.startswith("--hash") for a in args)
+    rows = []
+    skip_next = False
+    for arg in args:
+        if skip_next:
+            skip_next = False
+        elif arg in _PIP_TAKES_VALUE:
+            skip_next = True
+        elif (row := _pip_arg(where, arg, hashed)) is not None:
+            rows.append(row)
+    return rows
+
+
+def _pip_arg(where: str, arg: str, hashed: bool) -> Row | None:
+    """The row of one argument of ``pip install``; None for options and local paths."""
+    if arg in ("-U", "--upgrade"):
+        return Row("pip", where, arg, problems=["--upgrade installs whatever is newest"])
+    local = arg.startswith(("/", ".")) or (arg.endswith(".whl") and "://" not in arg)
+    if arg.startswith("-") or local:
+        return None
+    if arg.startswith("git+"):
+        ref = arg.rsplit("@", 1)[1] if "@" in arg.split("://", 1)[-1] else ""
+        row = Row("pip", where, arg, full_length=bool(FULL.fullmatch(ref)))
+        if not ref:
+            row.problems.append("git+ URL without a commit: unpinned")
+        elif not row.full_length:
+            row.problems.append(f"git+ URL pinned to {ref}, not a full commit")
+        return row
+    if "://" in arg:
+        row = Row("pip", where, arg, hash="present" if hashed else "missing")
+        if not hashed:
+            row.problems.append("installs a URL whose content no hash checks")
+        return row
+    row = Row("pip", where, arg, full_length="==" in arg)
+    if not row.full_length:
+        row.problems.append("unpinned: no ==version")
+    return row
+
+
+# ---------------------------------------------------------------- report
+
+
+def verdict(rows: list[Row]) -> None:
+    """Raise for the exit code: 1 on a violation, 2 when something could not be checked."""
+    violations = sum(bool(row.problems) for row in rows)
+    unknown = sum(bool(row.unknown) for row in rows)
+    if violations:
+        raise LockError(f"audit: {violations} of {len(rows)} pins break a policy")
+    if unknown:
+        raise Unchecked(f"audit: {unknown} of {len(rows)} pins could not be checked")
+
+
+def as_json(rows: list[Row]) -> str:
+    return json.dumps(
+        {
+            "rows": [asdict(row) for row in rows],
+            "violations": sum(bool(row.problems) for row in rows),
+            "unchecked": sum(bool(row.unknown) for row in rows),
+        },
+        indent=2,
+    )
+
+
+def as_text(rows: list[Row]) -> str:
+    def flag(value: object) -> str:
+        return (
+            "-"
+            if value is None
+            else "yes"
+            if value is True
+            else "no"
+            if value is False
+            else str(value)
+        )
+
+    header = ("kind", "pin", "value", "full", "exists", "reach", "behind", "age", "hash", "patches")
+    table = [header]
+    for row in rows:
+        value = row.value if len(row.value) <= 44 else row.value[:41] + "..."
+        table.append((row.kind, row.pin, value, flag(row.full_length), flag(row.exists),
+                      flag(row.reachable), flag(row.behind), flag(row.age_days), row.hash,
+                      row.patches))  # fmt: skip
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+             for line in table]  # fmt: skip
+    for row in rows:
+        lines += [f"{row.pin}: {problem}" for problem in row.problems]
+        lines += [f"{row.pin}: unknown: {why}" for why in row.unknown]
+    return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -103,7 +104,9 @@ def mutated(leaf: Leaf) -> Any:
         kinds.URL: str(value).rstrip("/") + "/x",
         kinds.MIRROR: "https://mirror.example.org/x",
     }
-    new = samples[kind] if kind is not None and kind in samples else f"{value}x"
+    new = f"{value}x"
+    if kind is not None:  # the sample of its kind, optional or not
+        new = samples.get(kind, samples.get(dataclasses.replace(kind, optional=False), new))
     assert new != value
     return new
 

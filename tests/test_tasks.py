@@ -13,9 +13,11 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
     result = run_doit("list")
     assert result.returncode == 0, result.stderr
     docs = dict(line.split(None, 1) for line in result.stdout.splitlines())
-    expected = {"plan", "lock", "patches", "demo", "render", "build", "dockerfile", "build:image"}
+    expected = {"plan", "lock", "patches", "demo", "render", "audit", "build", "dockerfile", "bump"}
+    expected |= {"build:image", "bump:base", "bump:all"}
     for stage in stages.graph():
         expected |= {f"build:{stage.name}", f"dockerfile:{stage.name}"}
+        expected |= {f"bump:{source}" for source in stage.sources}
     assert set(docs) == expected
     assert docs["build:vllm"] == stages.graph()["vllm"].doc
     assert all(doc.strip() for doc in docs.values())

@@ -13,13 +13,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import tomlkit
 
 from rocmgraph import keys, patches, registry
 from rocmgraph.errors import FetchError, LockError
-from rocmgraph.lock import Change, write
+from rocmgraph.lock import Change, apply, write
 from rocmgraph.pins import Pins, loads
 from rocmgraph.run import Run
 from rocmgraph.upstream import Commit, History, compare_url, merged_pr
@@ -118,13 +115,7 @@ def rebuilds(run: Run, changes: list[Change]) -> list[str]:
 
 
 def _apply(pins: Pins, changes: list[Change]) -> Pins:
-    document = tomlkit.parse(Path(pins.file).read_text(encoding="utf-8"))
-    for change in changes:
-        node: Any = document
-        for part in change.path[:-1]:
-            node = node[part]
-        node[change.path[-1]] = list(change.new) if isinstance(change.new, tuple) else change.new
-    return loads(tomlkit.dumps(document), pins.file)
+    return loads(apply(Path(pins.file).read_text(encoding="utf-8"), changes), pins.file)
 
 
 def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> list[str]:

@@ -122,15 +122,20 @@ def _wheel(run: Run, name: str, wheel: Wheel, result: Result) -> None:
         )
 
 
-def write(path: Path, changes: list[Change]) -> None:
-    """Set each changed value in the pins file, keeping every comment; atomically."""
-    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+def apply(text: str, changes: list[Change]) -> str:
+    """``text`` (a pins file) with each changed value set; every comment and space kept."""
+    document = tomlkit.parse(text)
     for change in changes:
         node: Any = document
         for part in change.path[:-1]:
             node = node[part]
         node[change.path[-1]] = list(change.new) if isinstance(change.new, tuple) else change.new
-    atomic_write_text(path, tomlkit.dumps(document))
+    return tomlkit.dumps(document)
+
+
+def write(path: Path, changes: list[Change]) -> None:
+    """Set each changed value in the pins file, atomically."""
+    atomic_write_text(path, apply(path.read_text(encoding="utf-8"), changes))
 
 
 def run_lock(run: Run) -> list[str]:

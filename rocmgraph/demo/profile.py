@@ -10,9 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
-
-import tomlkit
 
 import stages
 from rocmgraph import lock
@@ -45,14 +42,8 @@ class Demo:
         source = hashlib.sha256(f"{template}\0{fills_text}".encode()).hexdigest()
         if self.pins.is_file() and made_from.is_file() and made_from.read_text() == source:
             return self.pins  # the common case, a no-op: nothing to parse
-        document = tomlkit.parse(template)
-        fills = json.loads(fills_text)
-        for path, value in fills:
-            node: Any = document
-            for part in path[:-1]:
-                node = node[part]
-            node[path[-1]] = value
-        atomic_write_text(self.pins, tomlkit.dumps(document))
+        fills = [lock.Change(tuple(path), "", value) for path, value in json.loads(fills_text)]
+        atomic_write_text(self.pins, lock.apply(template, fills))
         atomic_write_text(made_from, source)
         return self.pins
 

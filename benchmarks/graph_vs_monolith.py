@@ -69,6 +69,10 @@ def edit(pins: Path, path: list[str], value: object) -> None:
     pins.write_text(tomlkit.dumps(document))
 
 
+def image_mb(ref: str) -> str:
+    return f"{int(docker('image', 'inspect', '--format', '{{.Size}}', ref)) / 1e6:.0f} MB"
+
+
 def graph_build(pins: Path, arch: str) -> tuple[float, int]:
     started = time.monotonic()
     # -n 2: independent stages build at once, as BuildKit runs a monolith's stages
@@ -144,16 +148,18 @@ def main() -> None:
                     change(pins)
                     if kind == "graph":
                         seconds, count = graph_build(pins, arch)
+                        image = f"{NAMESPACE}:{arch}"
                     else:
                         seconds, count = monolith_build(pins, arch, pins.parent)
-                    rows[name] += [f"{seconds:.1f} s", str(count)]
+                        image = f"{NAMESPACE}-mono:{arch}"
+                    rows[name] += [f"{seconds:.1f} s", str(count), image_mb(image)]
                     print(f"{kind}: {name}: {seconds:.1f} s, {count} stages", file=sys.stderr)
             finally:
                 demo.stop()
     print(
-        "| change | graph: time | graph: stages built | monolith: time | monolith: stages rebuilt |"
+        "| change | graph: time | stages built | image | monolith: time | stages rebuilt | image |"
     )
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, cells in rows.items():
         print(f"| {name} | {' | '.join(cells)} |")
 

@@ -38,8 +38,15 @@ class E2E:
     def edit(self, path: list[str], value: object) -> None:
         self.pins.write_text(edit_toml(self.pins.read_text(), path, value))
 
-    def build(self, arch: str = "gfx942") -> subprocess.CompletedProcess[str]:
-        return run_doit("build:image", "profile=demo", f"pins={self.pins}", f"arch={arch}")
+    def build(self, arch: str = "gfx942", *doit: str) -> subprocess.CompletedProcess[str]:
+        return run_doit(*doit, "build:image", "profile=demo", f"pins={self.pins}", f"arch={arch}")
+
+    def plan(self, arch: str = "gfx942") -> dict[str, dict[str, object]]:
+        result = run_doit(
+            "plan", "profile=demo", f"pins={self.pins}", f"arch={arch}", "format=json"
+        )
+        assert result.returncode == 0, result.stderr
+        return {stage["name"]: stage for stage in json.loads(result.stdout)["stages"]}
 
 
 def docker(*args: str) -> str:
@@ -233,7 +240,15 @@ def test_one_pin_changed_rebuilds_exactly_its_stage_and_descendants(e2e: E2E) ->
     demo = Demo()
     second = _commits(demo, "sglang")[1]
     vllm_before = {k: v for k, v in image_ids().items() if k.startswith("vllm:")}
+    first = pins.load(e2e.pins).sources["sglang"].commit
     e2e.edit(["sources", "sglang", "commit"], second)
+    plan = e2e.plan()  # before building: what will build, and why
+    assert plan["vllm"]["status"] == "built"
+    assert plan["sglang"]["status"] == "not built"
+    assert plan["sglang"]["reasons"] == [
+        f"pin [sources.sglang].commit changed: {first[:12]} -> {second[:12]}"
+    ]
+    assert plan["assemble"]["reasons"] == ["parent sglang changed"]
     result = e2e.build()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert built(result) == {"sglang", "assemble", "prune", "manifest"}
@@ -253,7 +268,7 @@ def test_switching_arch_reuses_every_arch_independent_stage(e2e: E2E) -> None:
     assert facts == "gfx950 ['gfx950']"
     back = e2e.build("gfx942")  # and back: every stage of gfx942 is still there
     assert built(back) == set()
-    both = e2e.build("gfx942,gfx950")
+    both = e2e.build("gfx942,gfx950", "-n", "2")  # independent stages build at once
     assert both.returncode == 0, both.stdout[-3000:] + both.stderr
     assert ARCH_INDEPENDENT.isdisjoint(built(both))
     assert kernel_archs("verl-e2e:gfx942-gfx950") == {"gfx942", "gfx950"}

@@ -64,6 +64,17 @@ def _check_profile(options: Options) -> None:
         raise VariableError(f"profile={options.profile}: unknown profile; use profile=demo or none")
 
 
+def _report(doc: str, action: Any) -> Task:
+    """A task that prints a report: always runs, and keeps stdout for the report alone."""
+    return {
+        "doc": doc,
+        "actions": [guarded(action)],
+        "uptodate": [False],
+        "meta": {"quiet": True},
+        "verbosity": 2,
+    }
+
+
 def plan_task(options: Options, fmt: str) -> Task:
     def show() -> None:
         _check_format(fmt)
@@ -72,13 +83,9 @@ def plan_task(options: Options, fmt: str) -> Task:
         plans = plan.make_plan(run)
         print(plan.as_json(run, plans) if fmt == "json" else plan.as_text(run, plans))
 
-    return {
-        "doc": "show every stage: key, arch-dependent, built or not, and why it would build",
-        "actions": [guarded(show)],
-        "uptodate": [False],
-        "meta": {"quiet": True},
-        "verbosity": 2,
-    }
+    return _report(
+        "show every stage: key, arch-dependent, built or not, and why it would build", show
+    )
 
 
 def lock_task(options: Options) -> Task:
@@ -102,13 +109,9 @@ def patches_task(options: Options, fmt: str) -> Task:
         if conflicts:
             raise PatchError(f"{len(conflicts)} patches conflict with their pinned tree")
 
-    return {
-        "doc": "check every patch against its pinned tree: applies, obsolete or conflicts",
-        "actions": [guarded(show)],
-        "uptodate": [False],
-        "meta": {"quiet": True},
-        "verbosity": 2,
-    }
+    return _report(
+        "check every patch against its pinned tree: applies, obsolete or conflicts", show
+    )
 
 
 def bump_tasks(options: Options, to: str, force: bool, dry: bool) -> Iterator[Task]:
@@ -154,13 +157,9 @@ def audit_task(options: Options, fmt: str, dockerfile: str) -> Task:
         print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
         audit.verdict(rows)
 
-    return {
-        "doc": "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed",
-        "actions": [guarded(show)],
-        "uptodate": [False],
-        "meta": {"quiet": True},
-        "verbosity": 2,
-    }
+    return _report(
+        "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed", show
+    )
 
 
 def render_task(check: bool) -> Task:

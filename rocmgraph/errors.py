@@ -1,7 +1,9 @@
 """The error hierarchy: every failure a user can act on is one of these.
 
 Each message is one line that says where (file, key, stage), what is wrong and
-what to do. The doit reporter prints them as ``error: <message>`` without a
+what to do. The exit code follows the class: 1 for a failure or a broken policy,
+2 for something that could not be checked (``Unchecked``), 3 for a command that
+is wrong (``UsageError``). The doit reporter prints them as ``error: <message>`` without a
 traceback; anything else is a bug and keeps its traceback.
 """
 
@@ -21,12 +23,20 @@ class PinsError(GraphToolError):
         super().__init__(f"{location}: {problem}; {fix}")
 
 
-class VariableError(GraphToolError):
+class UsageError(GraphToolError):
+    """The command itself is wrong (a bad variable, a missing input file): exit code 3."""
+
+
+class VariableError(UsageError):
     """A command-line variable (``arch=``, ``format=``, ...) is invalid."""
 
 
 class GraphError(GraphToolError):
     """The stage graph itself is malformed (cycle, unknown parent, bad read)."""
+
+
+class StaleError(GraphToolError):
+    """Something generated from the pins is out of date (``doit render check=1``)."""
 
 
 class RenderError(GraphToolError):

@@ -14,7 +14,7 @@ from typing import Any
 from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
 
-from rocmgraph.errors import GraphToolError, Unchecked
+from rocmgraph.errors import GraphToolError, Unchecked, UsageError
 
 
 class UserFailure(TaskFailed):  # type: ignore[misc]
@@ -25,6 +25,10 @@ class UserUnchecked(TaskError):  # type: ignore[misc]
     """Something could not be checked: one line too, and doit exits with 2."""
 
 
+class UserUsage(TaskError):  # type: ignore[misc]
+    """The command is wrong: one line, and the run exits with 3 (doit's own usage code)."""
+
+
 def guarded(function: Callable[..., object], *args: object) -> Callable[[], object]:
     """Wrap an action so that a GraphToolError becomes a one-line failure."""
 
@@ -33,6 +37,8 @@ def guarded(function: Callable[..., object], *args: object) -> Callable[[], obje
             result = function(*args)
         except Unchecked as exc:
             return UserUnchecked(str(exc))
+        except UsageError as exc:
+            return UserUsage(str(exc))
         except GraphToolError as exc:
             return UserFailure(str(exc))
         return None if result is None else result
@@ -49,8 +55,26 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
         if not (task.meta or {}).get("quiet"):
             super().execute_task(task)
 
+    def __init__(self, outstream: Any, options: Any) -> None:
+        super().__init__(outstream, options)
+        self.usage = False
+
     def add_failure(self, task: Any, fail: Any) -> None:
-        if isinstance(fail, (UserFailure, UserUnchecked)):
+        if isinstance(fail, (UserFailure, UserUnchecked, UserUsage)):
+            self.usage = self.usage or isinstance(fail, UserUsage)
             sys.stderr.write(f"error: {fail.message}\n")
             return
         super().add_failure(task, fail)
+
+    def complete_run(self) -> None:
+        super().complete_run()
+        if self.usage:
+            # doit's runner knows exit codes 1 and 2 only; a wrong command is 3, as doit's
+            # own command-line errors are. The run is over (its database saved) by now.
+            raise SystemExit(3)
+
+
+def usage_exit(error: UsageError) -> None:
+    """A wrong command found while tasks are being made (before any runs): exit 3."""
+    sys.stderr.write(f"error: {error}\n")
+    raise SystemExit(3)

@@ -19,7 +19,7 @@ import stages
 from rocmgraph import audit, build, bump, docs, lock, patch_status, plan, render
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
-from rocmgraph.errors import GraphToolError, PatchError, VariableError
+from rocmgraph.errors import GraphToolError, PatchError, StaleError, VariableError
 from rocmgraph.layout import ROOT
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -167,7 +167,7 @@ def render_task(check: bool) -> Task:
         run = run_for(resolve(Options()))  # the docs are of pins.toml, whatever the variables
         stale = [str(path.relative_to(ROOT)) for path in docs.write(run, check=check)]
         if check and stale:
-            raise VariableError(f"stale generated docs: {', '.join(stale)}; run `doit render`")
+            raise StaleError(f"stale generated docs: {', '.join(stale)}; run `doit render`")
         print("\n".join(f"wrote {path}" for path in stale) or "docs are fresh")
 
     return {

@@ -7,8 +7,9 @@ patches' status, and installs that pin nothing. Exit 0 when clean, 1 on a
 policy violation, 2 when something could not be checked (each remote check
 has a timeout: an upstream out of reach marks its pin unknown).
 
-`doit audit dockerfile=<path>` audits a plain Dockerfile the same way, so a
-recipe can be audited before it moves to the graph.
+`doit audit dockerfile=<path>` audits a plain Dockerfile instead
+(rocmgraph.dockerfile_audit), so a recipe can be audited before it moves to
+the graph.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shlex
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from rocmgraph import patches, registry
 from rocmgraph.errors import FetchError, LockError, Unchecked
@@ -29,12 +28,11 @@ from rocmgraph.upstream import History
 from wheels.store import Store
 
 FULL = re.compile(r"[0-9a-f]{40}")
-HEXISH = re.compile(r"[0-9a-f]{7,39}")
 
 
 @dataclass
 class Row:
-    kind: str  # commit, digest, wheel, key, apt, python; from, clone, pip, arg, url for Dockerfiles
+    kind: str  # commit, digest, wheel, key, apt, python
     pin: str  # where: [sources.vllm].commit, or Dockerfile:12
     value: str
     full_length: bool | None = None
@@ -173,149 +171,6 @@ def _version_row(kind: str, path: tuple[str, ...], version: str) -> Row:
     row.full_length = bool(version)
     if not version:
         row.problems.append("unpinned: installs whatever version is newest")
-    return row
-
-
-# ---------------------------------------------------------------- Dockerfiles
-
-
-def audit_dockerfile(path: Path) -> list[Row]:
-    """Static checks of a plain Dockerfile: digests, commits, pinned installs, hashes."""
-    rows: list[Row] = []
-    args: dict[str, str] = {}
-    for number, line in _instructions(path.read_text(encoding="utf-8")):
-        where = f"{path.name}:{number}"
-        word, _, rest = line.partition(" ")
-        word = word.upper()
-        if word == "ARG" and "=" in rest:
-            name, _, value = rest.strip().partition("=")
-            args[name] = value.strip().strip('"')
-            if name.endswith(("_TAG", "_COMMIT", "_REF")) and HEXISH.fullmatch(args[name]):
-                rows.append(_arg_row(where, name, args[name]))
-        elif word == "FROM":
-            image = _expand(rest.split()[0], args)
-            row = Row("from", where, image, full_length="@sha256:" in image)
-            if not row.full_length:
-                row.problems.append("FROM without a digest: the tag can move")
-            rows.append(row)
-        elif word == "RUN":
-            rows += _run_rows(where, _expand(rest, args))
-    return rows
-
-
-def _arg_row(where: str, name: str, value: str) -> Row:
-    row = Row("arg", where, f"{name}={value}", full_length=False)
-    row.problems.append("short commit id: names no fixed commit")
-    return row
-
-
-def _instructions(text: str) -> list[tuple[int, str]]:
-    """(first line number, instruction with its continuations joined), comments left out."""
-    found: list[tuple[int, str]] = []
-    pending: list[str] = []
-    start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.strip()
-        if not pending and (not stripped or stripped.startswith("#")):
-            continue
-        if not pending:
-            start = number
-        if stripped.startswith("#"):
-            continue
-        pending.append(stripped.removesuffix("\\").strip())
-        if not stripped.endswith("\\"):
-            found.append((start, " ".join(pending)))
-            pending = []
-    return found
-
-
-def _expand(text: str, args: dict[str, str]) -> str:
-    return re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), text)
-
-
-def _run_rows(where: str, command: str) -> list[Row]:
-    rows: list[Row] = []
-    clone: Row | None = None
-    for part in re.split(r"&&|;|\|\|", command):
-        try:
-            words = shlex.split(part)
-        except ValueError:
-            words = part.split()
-        words = [w for w in words if not w.startswith("--mount=")]
-        if words[:1] == ["RUN"]:
-            words = words[1:]
-        while words and "=" in words[0] and not words[0].startswith("-"):  # VAR=x cmd
-            words = words[1:]
-        if words[:2] == ["git", "clone"]:
-            url = next((w for w in words[2:] if "://" in w), "?")
-            clone = Row("clone", where, url, full_length=False)
-            clone.problems.append("git clone without a commit checkout: unpinned")
-            rows.append(clone)
-        elif words[:2] == ["git", "checkout"] and clone is not None and len(words) > 2:
-            ref = words[-1]
-            clone.value = f"{clone.value}@{ref}"
-            clone.full_length = bool(FULL.fullmatch(ref))
-            clone.problems = [] if clone.full_length else [
-                "short commit id: names no fixed commit" if HEXISH.fullmatch(ref)
-                else f"checks out {ref}, a branch or tag, not a commit"
-            ]  # fmt: skip
-        elif words[:1] in (["pip"], ["pip3"]) or words[:3] in (
-            ["python", "-m", "pip"],
-            ["python3", "-m", "pip"],
-        ):
-            rows += _pip_rows(where, words)
-        elif words[:1] in (["wget"], ["curl"]):
-            for url in (w for w in words if w.startswith(("http://", "https://"))):
-                row = Row("url", where, url, full_length=False, hash="missing")
-                row.problems.append("downloads a URL whose content no hash checks")
-                rows.append(row)
-    return rows
-
-
-_PIP_TAKES_VALUE = ("-r", "-c", "--requirement", "--constraint", "-e", "--index-url", "-i",
-                    "--find-links", "-f", "--extra-index-url")  # fmt: skip
-
-
-def _pip_rows(where: str, words: list[str]) -> list[Row]:
-    if "install" not in words:
-        return []
-    args = words[words.index("install") + 1 :]
-    hashed = "--require-hashes" in args or any(a.startswith("--hash") for a in args)
-    rows = []
-    skip_next = False
-    for arg in args:
-        if skip_next:
-            skip_next = False
-        elif arg in _PIP_TAKES_VALUE:
-            skip_next = True
-        elif (row := _pip_arg(where, arg, hashed)) is not None:
-            rows.append(row)
-    return rows
-
-
-def _pip_arg(where: str, arg: str, hashed: bool) -> Row | None:
-    """The row of one argument of ``pip install``; None for options and local paths."""
-    if arg in ("-U", "--upgrade"):
-        return Row("pip", where, arg, problems=["--upgrade installs whatever is newest"])
-    local = arg.startswith(("/", ".")) or (arg.endswith(".whl") and "://" not in arg)
-    if arg.startswith("-") or local:
-        return None
-    if arg.startswith("git+"):
-        ref = arg.rsplit("@", 1)[1] if "@" in arg.split("://", 1)[-1] else ""
-        row = Row("pip", where, arg, full_length=bool(FULL.fullmatch(ref)))
-        if not ref:
-            row.problems.append("git+ URL without a commit: unpinned")
-        elif not row.full_length:
-            row.problems.append(f"git+ URL pinned to {ref}, not a full commit")
-        return row
-    if "://" in arg:
-        row = Row("pip", where, arg, hash="present" if hashed else "missing")
-        if not hashed:
-            row.problems.append("installs a URL whose content no hash checks")
-        return row
-    row = Row("pip", where, arg, full_length="==" in arg)
-    if not row.full_length:
-        row.problems.append("unpinned: no ==version")
     return row
 
 

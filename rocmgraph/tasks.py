@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import stages
-from rocmgraph import audit, build, bump, docs, lock, patch_status, plan, render
+from rocmgraph import audit, build, bump, dockerfile_audit, docs, lock, patch_status, plan, render
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import GraphToolError, PatchError, StaleError, VariableError
@@ -148,18 +148,33 @@ def audit_task(options: Options, fmt: str, dockerfile: str) -> Task:
     def show() -> None:
         _check_format(fmt)
         if dockerfile:
-            path = Path(dockerfile)
-            if not path.is_file():
-                raise VariableError(f"dockerfile={dockerfile}: no such file")
-            rows = audit.audit_dockerfile(path)
-        else:
-            rows = audit.audit_pins(run_for(options))
+            report = dockerfile_audit.audit(_read_dockerfile(dockerfile), dockerfile)
+            text = dockerfile_audit.as_json(report) if fmt == "json" else None
+            print(text or dockerfile_audit.as_text(report))
+            dockerfile_audit.verdict(report)
+            return
+        rows = audit.audit_pins(run_for(options))
         print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
         audit.verdict(rows)
 
     return _report(
         "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed", show
     )
+
+
+def _read_dockerfile(name: str) -> str:
+    """The text of ``dockerfile=<name>``; a usage error when there is no such file."""
+    path = Path(name)
+    if path.is_dir():
+        raise VariableError(f"dockerfile={name}: is a directory; name the Dockerfile in it")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise VariableError(f"dockerfile={name}: no such file") from None
+    except OSError as exc:
+        raise VariableError(f"dockerfile={name}: cannot be read ({exc.strerror})") from None
+    # Bytes that are not UTF-8 pass through as they are, as BuildKit reads bytes.
+    return data.decode("utf-8", "surrogateescape")
 
 
 def render_task(check: bool) -> Task:

@@ -1,0 +1,179 @@
+"""RUN lines read as shell: every simple command, in order, with its words as written.
+
+A real shell grammar (tree-sitter's bash grammar) parses the script, so
+commands after ``then``/``else``, in ``;``, ``&&``, ``||`` and ``|`` chains,
+in loops, ``case`` arms, functions, subshells and ``$(...)`` are all found,
+and quoting is the shell's. The grammar recovers from what it cannot parse, so
+a script is never refused; it parses in linear time, and nesting depth costs
+no recursion here.
+
+What comes out is flat and plain: each command's words as written (with
+their offsets, for line numbers), the ``NAME=value`` words before it, and the
+subshells it runs in (a ``cd`` inside one does not move the commands after
+it). Assignments that outlive their command (``X=1;``, ``export X=1``) come
+out as their own items.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+_SCOPES = frozenset({"subshell", "pipeline", "command_substitution", "process_substitution"})
+# What can hold a command inside a word: $(...), `...`, <(...).
+_NESTED = (b"$(", b"`", b"<(", b">(")
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str  # as written: quotes and $ kept (rocmgraph.expand gives its value)
+    offset: int  # in the script, in characters
+
+
+@dataclass(frozen=True)
+class Command:
+    words: tuple[Word, ...]  # the command's name, then its arguments
+    env: tuple[tuple[str, Word], ...]  # NAME=value words before it (for it alone)
+    scopes: tuple[int, ...]  # the subshells it runs in, outermost first
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """``NAME=value`` that holds for the rest of its scope (bare, or via export/declare)."""
+
+    name: str
+    value: Word | None  # None: declared without a value (``export NAME``)
+    scopes: tuple[int, ...]
+
+
+Item = Command | Assignment
+
+
+@functools.cache
+def _parser() -> Any:
+    # tree-sitter loads a compiled grammar: made once per process, when first needed.
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+def parse(script: str, wanted: Callable[[str], bool] = lambda _: True) -> list[Item]:
+    """The commands and lasting assignments of ``script``, in the order they are written.
+
+    Only commands whose name ``wanted`` takes come out: the others' arguments are
+    not even read (a 5 MB ``echo`` costs nothing), unless they hold commands of
+    their own, which are.
+    """
+    data = script.encode("utf-8", "surrogateescape")
+    cursor = _parser().parse(data).walk()
+    offset = _Offsets(script, data)
+    items: list[Item] = []
+    open_scopes: list[tuple[int, int]] = []  # (depth, id) of the subshells around us
+    depth = 0
+    while True:
+        node = cursor.node
+        kind = node.type
+        descend = True
+        scopes = tuple(scope for _, scope in open_scopes)
+        if kind in _SCOPES:
+            open_scopes.append((depth, node.start_byte * 2 + (kind == "pipeline")))
+        elif kind == "command":
+            command = _command(node, data, offset, scopes, wanted)
+            if command is not None:
+                items.append(command)
+            descend = _nested(node, data)
+        elif kind == "declaration_command":
+            items += _declaration(node, data, offset, scopes)
+        elif kind == "variable_assignment":
+            parent = node.parent
+            if parent is None or parent.type not in ("command", "declaration_command"):
+                items.append(_assignment(node, data, offset, scopes))
+            descend = _nested(node, data)
+        elif kind in ("word", "raw_string", "number", "comment", "heredoc_body"):
+            descend = False
+        if descend and cursor.goto_first_child():
+            depth += 1
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return items
+            depth -= 1
+        while open_scopes and open_scopes[-1][0] >= depth:
+            open_scopes.pop()  # what we left ran in them; what comes next does not
+
+
+def _nested(node: Any, data: bytes) -> bool:
+    """Whether a node's text may hold commands of its own (a substitution)."""
+    return any(data.find(mark, node.start_byte, node.end_byte) >= 0 for mark in _NESTED)
+
+
+def _command(
+    node: Any,
+    data: bytes,
+    offset: _Offsets,
+    scopes: tuple[int, ...],
+    wanted: Callable[[str], bool],
+) -> Command | None:
+    words: list[Word] = []
+    env: list[tuple[str, Word]] = []
+    name = node.child_by_field_name("name")
+    if name is None or not wanted(_text(name, data)):
+        return None
+    for child in node.named_children:
+        kind = child.type
+        if kind == "variable_assignment" and not words:
+            assignment = _assignment(child, data, offset, scopes)
+            if assignment.value is not None:
+                env.append((assignment.name, assignment.value))
+        elif kind == "command_name" or not (kind.endswith("redirect") or kind == "comment"):
+            words.append(_word(child, data, offset))
+    return Command(tuple(words), tuple(env), scopes)
+
+
+def _declaration(
+    node: Any, data: bytes, offset: _Offsets, scopes: tuple[int, ...]
+) -> list[Assignment]:
+    found = []
+    for child in node.named_children:
+        if child.type == "variable_assignment":
+            found.append(_assignment(child, data, offset, scopes))
+        elif child.type == "variable_name":
+            found.append(Assignment(_text(child, data), None, scopes))
+    return found
+
+
+def _assignment(node: Any, data: bytes, offset: _Offsets, scopes: tuple[int, ...]) -> Assignment:
+    name = node.child_by_field_name("name")
+    value = node.child_by_field_name("value")
+    word = _word(value, data, offset) if value is not None else Word("", offset(node.end_byte))
+    return Assignment(_text(name, data) if name is not None else "", word, scopes)
+
+
+def _word(node: Any, data: bytes, offset: _Offsets) -> Word:
+    return Word(_text(node, data), offset(node.start_byte))
+
+
+def _text(node: Any, data: bytes) -> str:
+    return data[node.start_byte : node.end_byte].decode("utf-8", "surrogateescape")
+
+
+class _Offsets:
+    """Byte offsets (tree-sitter's) to character offsets (the script's)."""
+
+    def __init__(self, script: str, data: bytes) -> None:
+        self.ascii = len(script) == len(data)
+        self.starts: list[int] = []
+        if not self.ascii:  # only when needed: the byte where each character starts
+            at = 0
+            for char in script:
+                self.starts.append(at)
+                at += len(char.encode("utf-8", "surrogateescape"))
+
+    def __call__(self, byte: int) -> int:
+        if self.ascii:
+            return byte
+        return max(bisect.bisect_right(self.starts, byte) - 1, 0)

@@ -485,14 +485,20 @@ def shell_words(args: str, escape: str = "\\") -> Iterator[Word]:
     """BuildKit's word splitting for ARG, ENV and LABEL: blanks split, quotes kept.
 
     Inside double quotes (and outside quotes) the escape character keeps the
-    next character; inside single quotes it is literal.
+    next character; inside single quotes it is literal; an escape character at
+    the very end is dropped.
     """
     start = -1
     for match in _WORDS[(escape, False)].finditer(args):
-        if match.group(0)[0] in SPACE:
+        token = match.group(0)
+        if token[0] in SPACE:
             if start >= 0:
                 yield Word(args[start : match.start()], start)
                 start = -1
+        elif token == escape and match.end() == len(args):
+            if start >= 0:
+                yield Word(args[start : match.start()], start)
+            return
         elif start < 0:
             start = match.start()
     if start >= 0:

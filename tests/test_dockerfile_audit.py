@@ -1,0 +1,421 @@
+"""`doit audit dockerfile=<path>`: one finding per thing a Dockerfile fetches, at its line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_doit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocmgraph.dockerfile_audit import Finding, Kind, Place, audit
+from rocmgraph.dockerfile_syntax import NotADockerfile
+
+FULL = "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
+DIGEST = "sha256:" + "ab" * 32
+UNPINNED = ("unpinned: no ==version",)
+
+
+def found(text: str) -> list[tuple[object, ...]]:
+    """(kind, line, value, problems + unknowns) of each finding."""
+    return [
+        (str(f.kind), f.line, f.value, (*f.problems, *(f"unknown: {u}" for u in f.unknown)))
+        for f in audit(text).findings
+    ]
+
+
+def pip_lines(text: str) -> list[tuple[int, str]]:
+    return [(f.line, f.value) for f in audit(text).findings if f.kind is Kind.PIP]
+
+
+# ---------------------------------------------------------------- RUN read as shell
+
+
+def test_installs_anywhere_in_the_shell_grammar_are_seen_at_their_own_line() -> None:
+    text = """FROM scratch
+RUN set -ex; \\
+    if [ -n "$X" ]; then pip install a==1; \\
+    else pip install b==1; fi \\
+    && pip install c==1 || pip install d==1 \\
+    ; for p in x; do pip install e==1; done \\
+    && case "$T" in amd64) pip install f==1 ;; esac \\
+    && [[ -f /x ]] && echo $(pip install g==1) | tee /log \\
+    && f() { pip install h==1; }
+"""
+    assert pip_lines(text) == [
+        (3, "a==1"), (4, "b==1"), (5, "c==1"), (5, "d==1"), (6, "e==1"), (7, "f==1"),
+        (8, "g==1"), (9, "h==1"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "pip install",
+        "pip3 install",
+        "pip3.12 install",
+        "python -m pip install",
+        "python3.12 -m pip install",
+        "/opt/venv/bin/python -u -m pip install",
+        "/x/python.sh -m pip install",
+        "uv pip install --system",
+        "sudo pip install",
+        "sudo -E -u root pip install",
+        "env PIP_NO_CACHE_DIR=1 pip install",
+        "X=1 pip install",
+        "time nice -n 5 pip install",
+        "pip --no-cache-dir -q install",
+        "bash -c 'pip install",
+    ],
+)
+def test_every_way_to_call_pip_is_seen(command: str) -> None:
+    close = "'" if command.endswith("'pip install") or "-c '" in command else ""
+    text = f"FROM scratch\nRUN {command} torch{close}\n"
+    assert found(text) == [("pip", 2, "torch", UNPINNED)]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        "--trusted-host h", "--timeout 60", "--retries 5", "--resume-retries 999",
+        "--upgrade-strategy eager", "--no-binary :all:", "--only-binary x", "--platform linux",
+        "-c constraints.txt", "-r requirements.txt", "--index-url https://i/simple",
+        "-i https://i/simple", "--extra-index-url https://e", "-f https://f", "--target /t",
+        "--prefix /p", "-C key=value", "--python-version 3.12", "-U", "--no-deps", "--pre",
+    ],
+)  # fmt: skip
+def test_option_values_are_not_packages(options: str) -> None:
+    text = f"FROM scratch\nRUN pip install {options} torch==2.1\n"
+    assert found(text) == [("pip", 2, "torch==2.1", ())]
+
+
+@pytest.mark.parametrize(
+    ("requirement", "verdict"),
+    [
+        (f"'vllm @ git+https://github.com/vllm-project/vllm@{FULL}'", ()),
+        (f"vllm@git+https://github.com/vllm-project/vllm@{FULL}", ()),
+        (f"git+https://github.com/x/y@{FULL}#egg=y", ()),
+        ("git+https://github.com/x/y@v1.0", ("git+ URL pinned to v1.0, not a full commit",)),
+        ("git+https://github.com/x/y", ("git+ URL without a commit: unpinned",)),
+        ("https://h/x-1.0-py3-none-any.whl#sha256=" + "a" * 64, ()),
+        ("https://h/x-1.0-py3-none-any.whl", ("installs a URL whose content no hash checks",)),
+        ("'torch>=2.0'", ("pinned to a range (>=2.0), not one version",)),
+        ('"torch[extra]==2.1"', ()),
+        ("torch==2.*", ("pinned to a range (==2.*), not one version",)),
+    ],
+)
+def test_requirements_are_judged(requirement: str, verdict: tuple[str, ...]) -> None:
+    text = f"FROM scratch\nRUN pip install {requirement}\n"
+    assert [row[3] for row in found(text)] == [verdict]
+
+
+def test_editable_git_installs_are_requirements_and_local_paths_are_not() -> None:
+    text = (
+        "FROM scratch\n"
+        "RUN pip install -e git+https://github.com/x/y@v2#egg=y -e . ./python /w/*.whl "
+        "dist/x-1.0.whl file:///tmp/y\n"
+    )
+    assert found(text) == [
+        ("pip", 2, "git+https://github.com/x/y@v2#egg=y",
+         ("git+ URL pinned to v2, not a full commit",)),
+    ]  # fmt: skip
+
+
+def test_require_hashes_counts_urls_as_hashed() -> None:
+    text = "FROM scratch\nRUN pip install --require-hashes https://h/x.whl\n"
+    assert found(text) == [("pip", 2, "https://h/x.whl", ())]
+
+
+# ---------------------------------------------------------------- variables
+
+
+def test_variables_resolve_as_buildkit_resolves_them() -> None:
+    text = f"""ARG BASE=ubuntu
+ARG TAG="22.04"
+FROM ${{BASE}}:${{TAG:-20.04}}@{DIGEST}
+ARG TORCH="2.1"
+ENV TORCH_SPEC="torch==${{TORCH}}" VLLM_REF=${{VLLM_REF:-{FULL}}}
+RUN pip install "$TORCH_SPEC" ${{NUMPY:-numpy==1.26}} 'quoted==${{TORCH}}'
+RUN pip install "vllm @ git+https://github.com/vllm-project/vllm@${{VLLM_REF}}"
+"""
+    rows = audit(text).findings
+    assert [(f.line, f.value, f.problems) for f in rows] == [
+        (3, f"ubuntu:22.04@{DIGEST}", ()),
+        (6, "torch==2.1", ()),
+        (6, "numpy==1.26", ()),
+        (6, "quoted==${TORCH}", ("cannot read 'quoted==${TORCH}' as a requirement",)),
+        (7, f"vllm @ git+https://github.com/vllm-project/vllm@{FULL}", ()),
+    ]
+    assert rows[0].also == (Place(1, "ARG BASE"), Place(2, "ARG TAG"))
+    assert rows[1].also == (Place(5, "ENV TORCH_SPEC"),)
+
+
+def test_a_value_the_file_cannot_tell_is_unknown_never_guessed() -> None:
+    text = """ARG BASE
+FROM ${BASE}
+ARG TARGETARCH
+ARG VERSION
+RUN pip install torch==${VERSION} $(cat /extra) \\
+    && V=$(date +%s) && pip install x==$V && pip install y==$TARGETARCH
+"""
+    assert [row[3] for row in found(text)] == [
+        ("unknown: ARG BASE has no default: its value comes from --build-arg",),
+        ("unknown: ARG VERSION has no default: its value comes from --build-arg",),
+        ("unknown: its value comes from a command run during the build",),
+        ("unknown: $V is set from a command run during the build",),
+        ("unknown: $TARGETARCH is set by BuildKit for the build's platform",),
+    ]
+
+
+# ---------------------------------------------------------------- images
+
+
+def test_images_are_pinned_by_digest_and_stages_are_not_images() -> None:
+    text = f"""FROM --platform=linux/amd64 rocm/dev@{DIGEST} AS build
+FROM scratch AS empty
+FROM build AS again
+FROM ubuntu:22.04
+COPY --from=build /a /b
+COPY --from=0 /a /b
+COPY --from=rocm/primus:v26.4 /opt /opt
+RUN --mount=type=bind,from=build,target=/x --mount=type=cache,from=alpine:3,target=/y true
+"""
+    assert found(text) == [
+        ("from", 1, f"rocm/dev@{DIGEST}", ()),
+        ("from", 4, "ubuntu:22.04", ("FROM without a digest: the tag can move",)),
+        ("copy-from", 7, "rocm/primus:v26.4", ("COPY --from without a digest: the tag can move",)),
+        ("mount-from", 8, "alpine:3", ("RUN --mount from= without a digest: the tag can move",)),
+    ]
+
+
+# ---------------------------------------------------------------- clones and checkouts
+
+
+def test_a_checkout_is_linked_to_its_own_clone() -> None:
+    text = f"""FROM scratch
+WORKDIR /src
+RUN git clone https://github.com/a/one && git clone https://github.com/b/two.git two-dir \\
+    && cd two-dir && git checkout {FULL} \\
+    && git -C ../one checkout v1.0
+RUN git clone --depth 1 https://github.com/c/three \\
+    && cd three && git fetch origin {FULL} && git checkout FETCH_HEAD
+RUN git clone https://github.com/d/four /opt/four
+WORKDIR /opt/four
+RUN git reset --hard 1234567
+RUN git clone -b v2.0 https://github.com/e/five
+RUN cd / && (cd /src && git clone https://github.com/f/six) && git checkout {FULL}
+"""
+    assert found(text) == [
+        ("clone", 4, f"https://github.com/b/two.git@{FULL}", ()),
+        ("clone", 5, "https://github.com/a/one@v1.0",
+         ("checks out v1.0, a branch or tag, not a commit",)),
+        ("clone", 7, f"https://github.com/c/three@{FULL}", ()),
+        ("clone", 10, "https://github.com/d/four@1234567",
+         ("short commit id: names no fixed commit",)),
+        ("clone", 11, "https://github.com/e/five@v2.0",
+         ("clones v2.0, a branch or tag, not a commit",)),
+        ("clone", 12, "https://github.com/f/six",
+         ("git clone without a commit checkout: unpinned",)),
+    ]  # fmt: skip
+
+
+def test_an_arg_and_the_clone_that_uses_it_are_one_finding_with_both_places() -> None:
+    text = """FROM scratch
+ARG VLLM_TAG="1ff9d3353"
+ARG UNUSED_COMMIT=abcdef12
+RUN git clone https://github.com/vllm-project/vllm \\
+    && cd vllm \\
+    && git checkout ${VLLM_TAG}
+"""
+    assert audit(text, "Dockerfile.rocm").findings == (
+        Finding(Kind.ARG, 3, "UNUSED_COMMIT=abcdef12", ("short commit id: names no fixed commit",)),
+        Finding(
+            Kind.CLONE,
+            6,
+            "https://github.com/vllm-project/vllm@1ff9d3353",
+            ("short commit id: names no fixed commit",),
+            also=(Place(4, "git clone"), Place(2, "ARG VLLM_TAG")),
+        ),
+    )
+
+
+# ---------------------------------------------------------------- downloads, heredocs, ONBUILD
+
+
+def test_downloads_are_seen_and_a_checksum_in_the_same_run_counts() -> None:
+    text = """FROM scratch
+ADD https://example.com/a.tar.gz /a
+ADD --checksum=sha256:0123 https://example.com/b.tar.gz /b
+ADD https://github.com/x/y.git#v1.0 /y
+RUN curl -fsSL -H "Referer: https://r" https://example.com/c.sh | bash \\
+    && wget -q https://example.com/d && aria2c -x 4 https://example.com/e
+RUN wget https://example.com/f.tgz && echo "0123  f.tgz" | sha256sum -c -
+"""
+    assert found(text) == [
+        ("url", 2, "https://example.com/a.tar.gz",
+         ("ADD downloads a URL whose content no hash checks",)),
+        ("url", 3, "https://example.com/b.tar.gz", ()),
+        ("clone", 4, "https://github.com/x/y.git@v1.0",
+         ("checks out v1.0, a branch or tag, not a commit",)),
+        ("url", 5, "https://example.com/c.sh", ("downloads a URL whose content no hash checks",)),
+        ("url", 6, "https://example.com/d", ("downloads a URL whose content no hash checks",)),
+        ("url", 6, "https://example.com/e", ("downloads a URL whose content no hash checks",)),
+        ("url", 7, "https://example.com/f.tgz", ()),
+    ]  # fmt: skip
+
+
+def test_heredoc_scripts_are_shell_and_heredoc_data_is_not() -> None:
+    text = """FROM scratch
+RUN <<EOF
+set -e
+pip install torch
+EOF
+RUN bash <<'SCRIPT'
+pip install numpy
+SCRIPT
+RUN cat <<EOF > /requirements.txt
+pip install not-a-command
+EOF
+RUN python3 <<EOF
+import subprocess  # pip install nothing
+EOF
+ONBUILD RUN pip install late
+"""
+    assert pip_lines(text) == [(4, "torch"), (7, "numpy"), (15, "late")]
+
+
+# ---------------------------------------------------------------- what BuildKit would refuse
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("FROM\n", "Dockerfile:1: not a Dockerfile BuildKit accepts: FROM requires either one "
+         "or three arguments"),
+        ("Hello\nworld\n", "Dockerfile:1: not a Dockerfile BuildKit accepts: unknown instruction: "
+         "HELLO"),
+        ("RUN pip install x\n", "Dockerfile:1: not a Dockerfile BuildKit accepts: RUN before the "
+         "first FROM"),
+        ("", "Dockerfile: not a Dockerfile BuildKit accepts: it has no instructions"),
+        ("\x00\x01", "Dockerfile: not a Dockerfile BuildKit accepts: it holds binary data (NUL "
+         "bytes)"),
+    ],
+)  # fmt: skip
+def test_what_buildkit_refuses_is_said_in_one_line(text: str, message: str) -> None:
+    with pytest.raises(NotADockerfile) as refused:
+        audit(text)
+    assert str(refused.value) == message
+
+
+def test_a_bom_and_a_trailing_backslash_lose_no_instruction() -> None:
+    text = "\ufeffFROM ubuntu:22.04\nRUN pip install a \\\n"
+    assert found(text) == [
+        ("from", 1, "ubuntu:22.04", ("FROM without a digest: the tag can move",)),
+        ("pip", 2, "a", UNPINNED),
+    ]
+
+
+# ---------------------------------------------------------------- the command
+
+
+def write(tmp_path: Path, text: str, name: str = "Dockerfile") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_exit_codes_follow_the_findings(tmp_path: Path) -> None:
+    clean = write(tmp_path, f"FROM ubuntu@{DIGEST}\nRUN pip install x==1\n", "clean")
+    broken = write(tmp_path, "FROM ubuntu\n", "broken")
+    unchecked = write(tmp_path, "ARG V\nFROM ubuntu:${V}\n", "unchecked")
+    readme = write(tmp_path, "Hello\n", "README")
+    results = {
+        "clean": run_doit("audit", f"dockerfile={clean}"),
+        "broken": run_doit("audit", f"dockerfile={broken}"),
+        "unchecked": run_doit("audit", f"dockerfile={unchecked}"),
+        "missing": run_doit("audit", f"dockerfile={tmp_path / 'nope'}"),
+        "directory": run_doit("audit", f"dockerfile={tmp_path}"),
+        "readme": run_doit("audit", f"dockerfile={readme}"),
+    }
+    assert {name: r.returncode for name, r in results.items()} == {
+        "clean": 0, "broken": 1, "unchecked": 2, "missing": 3, "directory": 3, "readme": 3,
+    }  # fmt: skip
+    assert results["clean"].stdout.splitlines() == [
+        f"{clean}:1: from ubuntu@{DIGEST}: pinned",
+        f"{clean}:2: pip x==1: pinned",
+        f"{clean}: 2 findings, 0 break a policy, 0 could not be checked",
+    ]
+    assert results["broken"].stderr == f"error: audit: 1 of 1 findings in {broken} break a policy\n"
+    assert results["unchecked"].stdout.splitlines()[0] == (
+        f"{unchecked}:2: from ubuntu:${{V}} (ARG V at line 1): unknown: ARG V has no default: "
+        "its value comes from --build-arg"
+    )
+    assert results["missing"].stderr == f"error: dockerfile={tmp_path / 'nope'}: no such file\n"
+    assert results["directory"].stderr == (
+        f"error: dockerfile={tmp_path}: is a directory; name the Dockerfile in it\n"
+    )
+    assert results["readme"].stderr == (
+        f"error: {readme}:1: not a Dockerfile BuildKit accepts: unknown instruction: HELLO\n"
+    )
+
+
+def test_json_names_the_file_the_line_and_the_places(tmp_path: Path) -> None:
+    path = write(tmp_path, "ARG REF=1ff9d3353\nFROM scratch\nARG REF\n"
+                           "RUN git clone https://h/r && cd r && git checkout $REF\n")  # fmt: skip
+    result = run_doit("audit", f"dockerfile={path}", "format=json")
+    assert json.loads(result.stdout) == {
+        "file": str(path),
+        "findings": [
+            {
+                "kind": "clone",
+                "line": 4,
+                "value": "https://h/r@1ff9d3353",
+                "problems": ["short commit id: names no fixed commit"],
+                "unknown": [],
+                "also": [{"line": 1, "what": "ARG REF"}],
+                "hashed": None,
+            }
+        ],
+        "violations": 1,
+        "unchecked": 0,
+    }
+
+
+# ---------------------------------------------------------------- any input
+
+
+@settings(max_examples=300, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=300), st.binary(max_size=300).map(lambda b: b.decode("latin-1"))))
+def test_any_input_gives_a_report_or_one_line(text: str) -> None:
+    try:
+        findings = audit("FROM scratch\nRUN " + text).findings
+    except NotADockerfile as exc:
+        findings, refused = (), str(exc)
+    else:
+        refused = "not refused"
+    assert all(isinstance(f, Finding) for f in findings)
+    assert "\n" not in refused
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FROM s\nRUN " + "a \\\n" * 1_250_000 + "b\n",  # one instruction of 5 MB
+        "FROM s\nRUN " + "pip install q==1 && \\\n" * 227_000 + "b\n",
+        "FROM s\nRUN " + "if a; then \\\n" * 200_000 + "fi; \\\n" * 200_000 + "\n",
+        "FROM s\n" + "# comment\n" * 500_000,
+        "FROM s\nRUN echo " + "a" * 5_000_000 + "\n",  # a 5 MB word: refused at once
+    ],
+    ids=["continuations", "pip-chain", "nesting", "comments", "one-word"],
+)
+def test_five_megabytes_take_seconds_not_minutes(text: str) -> None:
+    # A guard against super-linear work (the old reader took over 10 minutes on one 5 MB
+    # word); the figures themselves come from benchmarks/dockerfile_audit.py.
+    started = time.monotonic()
+    with contextlib.suppress(NotADockerfile):
+        audit(text)
+    assert time.monotonic() - started < 60

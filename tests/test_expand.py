@@ -1,0 +1,72 @@
+"""Variable substitution as BuildKit and the shell do it."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocmgraph.expand import expand
+
+ENV = {"A": "1", "B": "x y", "EMPTY": "", "P": "/opt/rocm-7.0/lib", "REF": "abc"}
+
+
+@pytest.mark.parametrize(
+    ("word", "value"),
+    [
+        ("$A", "1"),
+        ("${A}", "1"),
+        ('"$B"', "x y"),
+        ("'$A'", "$A"),
+        ("x\\$A", "x$A"),
+        ('"x\\"y"', 'x"y'),
+        ("${Z:-d}", "d"),
+        ("${A:-d}", "1"),
+        ("${EMPTY:-d}", "d"),
+        ("${EMPTY-d}", ""),
+        ("${Z-d}", "d"),
+        ("${Z:-${A}}", "1"),
+        ("${Z:-${Y:-q}}", "q"),
+        ("${Z:-'a b'}", "a b"),
+        ("${A:+set}", "set"),
+        ("${Z:+set}", ""),
+        ("${EMPTY+set}", "set"),
+        ("${P#*/}", "opt/rocm-7.0/lib"),
+        ("${P##*/}", "lib"),
+        ("${P%/*}", "/opt/rocm-7.0"),
+        ("${P%%/*}", ""),
+        ("${P/rocm/x}", "/opt/x-7.0/lib"),
+        ("${P//o/0}", "/0pt/r0cm-7.0/lib"),
+        ("torch==${A}.0", "torch==1.0"),
+        ("git+https://h/r@${REF}", "git+https://h/r@abc"),
+        ("$", "$"),
+    ],
+)
+def test_values(word: str, value: str) -> None:
+    expanded = expand(word, ENV, shell=True)
+    assert (expanded.value, expanded.known) == (value, True)
+
+
+def test_what_it_used_and_what_has_no_value() -> None:
+    expanded = expand("${A}-$Z-${Y:?}", ENV)
+    assert (expanded.value, expanded.used, expanded.unset) == (
+        "1-$Z-${Y:?}",
+        frozenset({"A"}),
+        frozenset({"Z", "Y"}),
+    )
+    assert not expanded.known
+
+
+@pytest.mark.parametrize("word", ["$(uname -m)", "a`b`c", "$((1+2))", "${!A}", "${"])
+def test_a_command_or_what_no_static_reading_can_give_is_dynamic(word: str) -> None:
+    expanded = expand(word, ENV, shell=True)
+    assert expanded.dynamic
+    assert not expanded.known
+
+
+def test_the_backtick_escape_of_a_dockerfile_is_not_a_command() -> None:
+    assert expand("a`$Ab", ENV, escape="`").value == "a$Ab"
+
+
+def test_linear_in_the_word() -> None:
+    # 5 MB of text and a million substitutions: quadratic work would take minutes.
+    assert expand("a" * 5_000_000, {}).value == "a" * 5_000_000
+    assert expand("${A}" * 1_000_000, ENV).value == "1" * 1_000_000

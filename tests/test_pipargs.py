@@ -1,0 +1,52 @@
+"""pip's command line: which words of an install are requirements, and their verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocmgraph.pipargs import Judged, Verdict, install_arguments, judge
+
+UNHASHED = "installs a URL whose content no hash checks"
+
+
+def test_only_requirements_are_requirements() -> None:
+    args = ["--no-cache-dir", "install", "--trusted-host", "h", "--timeout", "60", "-r", "r.txt",
+            "-c", "c.txt", "-U", "x", "-e", "git+https://h/r", "--no-binary", ":all:", "y==1",
+            "--", "--z"]  # fmt: skip
+    requirements, hashes = install_arguments(args) or ([], True)
+    assert [args[i] for i in requirements] == ["x", "git+https://h/r", "y==1", "--z"]
+    assert hashes is False
+
+
+@pytest.mark.parametrize("args", [["download", "x"], ["uninstall", "x"], ["--version"], []])
+def test_only_installs_are_read(args: list[str]) -> None:
+    assert install_arguments(args) is None
+
+
+@pytest.mark.parametrize(
+    ("requirement", "judged"),
+    [
+        ("torch==2.1", Judged(Verdict.PINNED)),
+        ("torch[cuda]==2.1; python_version>'3'", Judged(Verdict.PINNED)),
+        ("torch===2.1", Judged(Verdict.PINNED)),
+        ("torch", Judged(Verdict.UNPINNED, "unpinned: no ==version")),
+        ("torch>=2,<3", Judged(Verdict.UNPINNED, "pinned to a range (<3,>=2), not one version")),
+        ("a" * 40 + "==1", Judged(Verdict.PINNED)),
+        (".", Judged(Verdict.LOCAL)),
+        ("./python[dev]", Judged(Verdict.LOCAL)),
+        ("/tmp/x.whl", Judged(Verdict.LOCAL)),
+        ("x-1.0-py3-none-any.whl", Judged(Verdict.LOCAL)),
+        ("file:///src", Judged(Verdict.LOCAL)),
+        ("https://h/x.tar.gz#sha256=ab", Judged(Verdict.PINNED)),
+        ("https://h/x.tar.gz", Judged(Verdict.UNPINNED, UNHASHED)),
+        ("x @ https://h/x.tar.gz", Judged(Verdict.UNPINNED, UNHASHED)),
+        ("git+ssh://git@h/r@" + "0" * 40, Judged(Verdict.PINNED)),
+        ("x==", Judged(Verdict.UNPINNED, "cannot read 'x==' as a requirement")),
+    ],
+)  # fmt: skip
+def test_verdicts(requirement: str, judged: Judged) -> None:
+    assert judge(requirement) == judged
+
+
+def test_require_hashes_makes_a_url_hashed() -> None:
+    assert judge("https://h/x.whl", hashes=True) == Judged(Verdict.PINNED)

@@ -53,6 +53,7 @@ def test_unwanted_commands_are_skipped_but_their_substitutions_are_read() -> Non
 
 def test_offsets_count_characters_not_bytes() -> None:
     (command,) = parse("é=1 pip install 'ä==1'")
+    assert isinstance(command, Command)
     assert command.words[2] == Word("'ä==1'", 16)
 
 

@@ -209,11 +209,11 @@ class _Walker:
     # ------------------------------------------------------------ instructions
 
     def instruction(self, ins: Instruction) -> None:
-        handler = getattr(self, f"_{ins.command.lower()}", None)
+        handler = getattr(self, f"_on_{ins.command.lower()}", None)
         if handler is not None:
             handler(ins)
 
-    def _from(self, ins: Instruction) -> None:
+    def _on_from(self, ins: Instruction) -> None:
         word = ins.words[0]
         image = self._expand(word.text, self._global_env())
         name = ins.words[2].text.lower() if len(ins.words) == 3 else str(len(self.stages))
@@ -226,7 +226,7 @@ class _Walker:
                 self._image(Kind.FROM, image, ins.line_of(word), self.globals)
         self.stages[name] = self.stage
 
-    def _arg(self, ins: Instruction) -> None:
+    def _on_arg(self, ins: Instruction) -> None:
         for word in ins.words:
             name, has_value, raw = word.text.partition("=")
             line = ins.line_of(word)
@@ -246,7 +246,7 @@ class _Walker:
         """The variables that have a value here (ARG and ENV), by name."""
         return {name: var.value for name, var in self._scope().items() if var.value is not None}
 
-    def _env(self, ins: Instruction) -> None:
+    def _on_env(self, ins: Instruction) -> None:
         assert self.stage is not None
         pairs: list[tuple[str, str, int]] = []
         if ins.words and "=" not in ins.words[0].text:  # the old form: ENV NAME value
@@ -260,12 +260,12 @@ class _Walker:
         for name, raw, line in pairs:
             self.stage.vars[name] = _Var(name, self._expand(raw, env).value, line, env=True)
 
-    def _workdir(self, ins: Instruction) -> None:
+    def _on_workdir(self, ins: Instruction) -> None:
         assert self.stage is not None
         path = self._expand(ins.args.value, self._known()).value
         self.stage.workdir = posixpath.normpath(posixpath.join(self.stage.workdir, path))
 
-    def _onbuild(self, ins: Instruction) -> None:
+    def _on_onbuild(self, ins: Instruction) -> None:
         # Runs in the image built FROM this one: audited here, on a copy of the stage.
         if ins.inner is not None and self.stage is not None:
             saved = self.stage
@@ -274,14 +274,14 @@ class _Walker:
             self.instruction(inner)
             self.stage = saved
 
-    def _copy(self, ins: Instruction) -> None:
+    def _on_copy(self, ins: Instruction) -> None:
         for flag in ins.flags:
             if flag.text.startswith("--from="):
                 self._stage_or_image(Kind.COPY_FROM, flag.text.removeprefix("--from="),
                                      ins.line_of(flag))  # fmt: skip
 
-    def _add(self, ins: Instruction) -> None:
-        self._copy(ins)
+    def _on_add(self, ins: Instruction) -> None:
+        self._on_copy(ins)
         checksum = any(f.text.startswith("--checksum=") for f in ins.flags)
         sources = ins.words[:-1] if len(ins.words) > 1 else ()
         for word in sources:
@@ -300,7 +300,7 @@ class _Walker:
             elif _URL.fullmatch(value.value) or value.unset:
                 self._download(value, line, hashed=checksum, how="ADD")
 
-    def _run(self, ins: Instruction) -> None:
+    def _on_run(self, ins: Instruction) -> None:
         assert self.stage is not None
         for flag in ins.flags:
             if flag.text.startswith("--mount="):
@@ -371,6 +371,10 @@ class _Walker:
                 self._command(script, item)
 
     def _assign(self, script: _Script, item: shell.Assignment) -> None:
+        if item.loop:
+            script.env.pop(item.name, None)
+            script.dynamic.add(item.name)
+            return
         if item.value is None:
             return
         value = self._expand(item.value.text, script.env, shell_word=True)
@@ -535,11 +539,15 @@ class _Walker:
             at += 1
             line = script.text.line_at(word.offset)
             unknown = self._unknown(value, None, script)
+            requirement = value.value
+            if unknown and _only_in_extras(requirement):
+                # `torch[device-${arch}]==2.1`: which extra varies, not which version
+                unknown, requirement = [], _EXTRAS.sub("[extra]", requirement)
             if unknown:
                 self._add_finding(Finding(Kind.PIP, line, value.value, (), tuple(unknown)),
                                   self._vars(value))  # fmt: skip
                 continue
-            judged = pipargs.judge(value.value, hashes)
+            judged = pipargs.judge(requirement, hashes)
             if judged.verdict is pipargs.Verdict.LOCAL or not value.value:
                 continue
             problems = (judged.problem,) if judged.problem else ()
@@ -590,7 +598,7 @@ class _Walker:
             found.append("its value comes from a command run during the build")
         for name in sorted(value.unset):
             if script is not None and name in script.dynamic:
-                found.append(f"${name} is set from a command run during the build")
+                found.append(f"${name} is set while the build runs")
             elif name in PLATFORM_ARGS:
                 found.append(f"${name} is set by BuildKit for the build's platform")
             elif name in scope:
@@ -714,6 +722,14 @@ def _pip_args(values: list[str]) -> list[str] | None:
     return None
 
 
+_EXTRAS = re.compile(r"\[[^\]]*\]")
+
+
+def _only_in_extras(requirement: str) -> bool:
+    """Whether every ``$`` of a requirement sits inside its ``[extras]``."""
+    return "$" in requirement and "$" not in _EXTRAS.sub("", requirement)
+
+
 def _cwd(script: _Script, scopes: tuple[int, ...]) -> str | None:
     for depth in range(len(scopes), -1, -1):
         if scopes[:depth] in script.cwd:
@@ -769,7 +785,8 @@ def as_text(report: Report) -> str:
 def _lines(report: Report) -> Iterator[str]:
     for finding in report.findings:
         where = f"{report.file}:{finding.line}"
-        also = "".join(f" ({p.what} at line {p.line})" for p in finding.also)
+        places = "; ".join(f"{p.what} at line {p.line}" for p in finding.also)
+        also = f" ({places})" if places else ""
         verdicts = [*finding.problems, *(f"unknown: {u}" for u in finding.unknown)] or ["pinned"]
         value = finding.value if len(finding.value) <= 120 else finding.value[:117] + "..."
         for text in verdicts:

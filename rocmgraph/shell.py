@@ -42,11 +42,13 @@ class Command:
 
 @dataclass(frozen=True)
 class Assignment:
-    """``NAME=value`` that holds for the rest of its scope (bare, or via export/declare)."""
+    """``NAME=value`` that holds for the rest of its scope (bare, via export/declare, or a
+    ``for NAME in ...`` loop, whose values are known only when it runs)."""
 
     name: str
-    value: Word | None  # None: declared without a value (``export NAME``)
+    value: Word | None  # None: declared without a value (``export NAME``), or a loop
     scopes: tuple[int, ...]
+    loop: bool = False
 
 
 Item = Command | Assignment
@@ -70,40 +72,52 @@ def parse(script: str, wanted: Callable[[str], bool] = lambda _: True) -> list[I
     """
     data = script.encode("utf-8", "surrogateescape")
     cursor = _parser().parse(data).walk()
-    offset = _Offsets(script, data)
-    items: list[Item] = []
+    visit = _Visitor(data, _Offsets(script, data), wanted)
     open_scopes: list[tuple[int, int]] = []  # (depth, id) of the subshells around us
     depth = 0
     while True:
         node = cursor.node
-        kind = node.type
-        descend = True
-        scopes = tuple(scope for _, scope in open_scopes)
-        if kind in _SCOPES:
-            open_scopes.append((depth, node.start_byte * 2 + (kind == "pipeline")))
-        elif kind == "command":
-            command = _command(node, data, offset, scopes, wanted)
-            if command is not None:
-                items.append(command)
-            descend = _nested(node, data)
-        elif kind == "declaration_command":
-            items += _declaration(node, data, offset, scopes)
-        elif kind == "variable_assignment":
-            parent = node.parent
-            if parent is None or parent.type not in ("command", "declaration_command"):
-                items.append(_assignment(node, data, offset, scopes))
-            descend = _nested(node, data)
-        elif kind in ("word", "raw_string", "number", "comment", "heredoc_body"):
-            descend = False
+        if node.type in _SCOPES:
+            open_scopes.append((depth, node.start_byte * 2 + (node.type == "pipeline")))
+        descend = visit(node, tuple(scope for _, scope in open_scopes))
         if descend and cursor.goto_first_child():
             depth += 1
             continue
         while not cursor.goto_next_sibling():
             if not cursor.goto_parent():
-                return items
+                return visit.items
             depth -= 1
         while open_scopes and open_scopes[-1][0] >= depth:
             open_scopes.pop()  # what we left ran in them; what comes next does not
+
+
+_LEAVES = frozenset({"word", "raw_string", "number", "comment", "heredoc_body"})
+
+
+class _Visitor:
+    """What one node of the tree adds to the items, and whether to look inside it."""
+
+    def __init__(self, data: bytes, offset: _Offsets, wanted: Callable[[str], bool]) -> None:
+        self.data, self.offset, self.wanted = data, offset, wanted
+        self.items: list[Item] = []
+
+    def __call__(self, node: Any, scopes: tuple[int, ...]) -> bool:
+        kind, data, offset = node.type, self.data, self.offset
+        if kind == "command":
+            command = _command(node, data, offset, scopes, self.wanted)
+            if command is not None:
+                self.items.append(command)
+            return _nested(node, data)
+        if kind == "declaration_command":
+            self.items += _declaration(node, data, offset, scopes)
+        elif kind == "for_statement" and (variable := node.child_by_field_name("variable")):
+            self.items.append(Assignment(_text(variable, data), None, scopes, loop=True))
+        elif kind == "variable_assignment":
+            parent = node.parent
+            if parent is None or parent.type not in ("command", "declaration_command"):
+                self.items.append(_assignment(node, data, offset, scopes))
+            return _nested(node, data)
+        return kind not in _LEAVES
 
 
 def _nested(node: Any, data: bytes) -> bool:

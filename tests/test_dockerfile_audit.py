@@ -166,7 +166,7 @@ RUN pip install torch==${VERSION} $(cat /extra) \\
         ("unknown: ARG BASE has no default: its value comes from --build-arg",),
         ("unknown: ARG VERSION has no default: its value comes from --build-arg",),
         ("unknown: its value comes from a command run during the build",),
-        ("unknown: $V is set from a command run during the build",),
+        ("unknown: $V is set while the build runs",),
         ("unknown: $TARGETARCH is set by BuildKit for the build's platform",),
     ]
 

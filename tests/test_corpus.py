@@ -11,7 +11,6 @@ shows here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -45,14 +44,13 @@ def expected(recipe: Recipe) -> Expected:
 
 
 @pytest.fixture(scope="module")
-def recipes() -> Iterator[list[Recipe]]:
+def recipes() -> list[Recipe]:
     try:
-        found = load_all()
+        return load_all()
     except (FetchError, requests.RequestException) as exc:
         if os.environ.get("CI"):
             pytest.fail(f"the corpus could not be fetched from PyPI: {exc}")
         pytest.skip(f"the corpus could not be fetched from PyPI: {exc}")
-    yield found
 
 
 def test_the_corpus_holds_at_least_30_real_recipes(recipes: list[Recipe]) -> None:

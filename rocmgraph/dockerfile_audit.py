@@ -65,8 +65,29 @@ _WRAPPERS: dict[str, frozenset[str]] = {
 }
 _DOWNLOADERS = frozenset({"curl", "wget", "aria2c"})
 _CHECKSUMS = frozenset({"sha256sum", "sha512sum", "sha384sum", "shasum", "b2sum"})
-# Options of the downloaders whose value is a URL that is not downloaded.
-_URL_VALUED = frozenset({"-x", "--proxy", "-e", "--referer", "--preproxy", "-H", "--header"})
+# The downloaders' options that take the next word as their value.
+_DOWNLOAD_OPTIONS = {
+    "curl": pipargs.names(
+        "-o --output -H --header -d --data --data-binary --data-raw --data-urlencode -u --user "
+        "-A --user-agent -e --referer -x --proxy --preproxy -X --request -m --max-time "
+        "--connect-timeout --retry --retry-delay --retry-max-time -w --write-out -T "
+        "--upload-file -b --cookie -c --cookie-jar -K --config -r --range -y -Y -z --cacert "
+        "--cert --key -E --resolve --limit-rate --output-dir -F --form --proto --proto-redir "
+        "--max-redirs --interface --dns-servers --netrc-file"
+    ),
+    "wget": pipargs.names(
+        "-O --output-document -o --output-file -a --append-output -P --directory-prefix -i "
+        "--input-file -t --tries -T --timeout -U --user-agent --header -e --execute --user "
+        "--password -w --wait -Q --quota -B --base --post-data --post-file --load-cookies "
+        "--save-cookies --ca-certificate --certificate --private-key -l --level -A -R -D -X -I "
+        "--bind-address --limit-rate"
+    ),
+    "aria2c": pipargs.names(
+        "-o --out -d --dir -x --max-connection-per-server -s --split -k --min-split-size -j "
+        "--max-concurrent-downloads -i --input-file --header -U --user-agent --all-proxy "
+        "--http-proxy --https-proxy --checksum"
+    ),
+}
 _URL = re.compile(r"(https?|ftp)://\S+")
 _GIT_URL = re.compile(r"((https?|git|ssh)://\S+?\.git|git@[^\s:]+:\S+?\.git)(#\S*)?$")
 
@@ -184,15 +205,48 @@ class _Stage:
         return _Stage(name, inherited, self.workdir, list(self.clones))
 
 
+class _Origin(StrEnum):
+    """Where a shell variable's value comes from, when the file cannot tell the value."""
+
+    RUNTIME = "is set while the build runs"  # a loop variable, or set in another branch
+    COMMAND = "is set from a command run during the build"  # $(...)
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A shell variable's value: its text (unknown parts kept as written) and what it
+    still depends on, and the branches it was set in (only they surely see it)."""
+
+    text: str
+    unset: frozenset[str] = frozenset()
+    origin: _Origin | None = None  # set: the text is not known at all
+    branches: tuple[int, ...] = ()
+
+
 @dataclass
 class _Script:
     """One shell script (a RUN line, or a heredoc body run as a script) being walked."""
 
     text: Text
-    env: dict[str, str]
-    dynamic: set[str]  # variables assigned from a command: known only when it runs
+    values: dict[str, _Value]
     verified: bool  # the script checks a checksum (sha256sum -c ...)
     cwd: dict[tuple[int, ...], str | None]  # per subshell
+    branches: tuple[int, ...] = ()  # of the item being walked
+
+    def visible(self) -> dict[str, _Value]:
+        """The values the item being walked surely sees (set outside any branch it is not in)."""
+        here = self.branches
+        return {
+            name: value
+            for name, value in self.values.items()
+            if value.origin is None and here[: len(value.branches)] == value.branches
+        }
+
+    def origin(self, name: str) -> _Origin | None:
+        value = self.values.get(name)
+        if value is None:
+            return None
+        return value.origin or _Origin.RUNTIME  # a value only another branch sets
 
 
 class _Walker:
@@ -217,7 +271,7 @@ class _Walker:
         word = ins.words[0]
         image = self._expand(word.text, self._global_env())
         name = ins.words[2].text.lower() if len(ins.words) == 3 else str(len(self.stages))
-        parent = self.stages.get(image.value.lower())
+        parent = self.stages.get(image.value.lower()) or self._platform_stage(image)
         if parent is not None:
             self.stage = parent.child(name)
         else:
@@ -225,6 +279,15 @@ class _Walker:
             if image.value != "scratch":
                 self._image(Kind.FROM, image, ins.line_of(word), self.globals)
         self.stages[name] = self.stage
+
+    def _platform_stage(self, image: Expanded) -> _Stage | None:
+        """``FROM base-${TARGETARCH}``: the earlier stage the platform picks (the first that
+        fits, for what it passes on: every one of them is a stage, not an image)."""
+        if not image.unset or not image.unset <= PLATFORM_ARGS or image.dynamic:
+            return None
+        parts = re.split(r"\$\{?(?:" + "|".join(sorted(PLATFORM_ARGS)) + r")\}?", image.value)
+        pattern = re.compile("[a-z0-9_.-]*".join(re.escape(part.lower()) for part in parts))
+        return next((stage for key, stage in self.stages.items() if pattern.fullmatch(key)), None)
 
     def _on_arg(self, ins: Instruction) -> None:
         for word in ins.words:
@@ -354,7 +417,8 @@ class _Walker:
 
     def _script(self, text: Text) -> _Script:
         assert self.stage is not None
-        return _Script(text, self._known(), set(), False, {(): self.stage.workdir})
+        values = {name: _Value(text) for name, text in self._known().items()}
+        return _Script(text, values, False, {(): self.stage.workdir})
 
     def _shell(self, text: Text) -> None:
         if not any(mark in text.value for mark in ("pip", "git", "curl", "wget", "aria2", "$")):
@@ -371,23 +435,36 @@ class _Walker:
                 self._command(script, item)
 
     def _assign(self, script: _Script, item: shell.Assignment) -> None:
+        script.branches = item.branches
         if item.loop:
-            script.env.pop(item.name, None)
-            script.dynamic.add(item.name)
+            script.values[item.name] = _Value("", origin=_Origin.RUNTIME)
             return
         if item.value is None:
-            return
-        value = self._expand(item.value.text, script.env, shell_word=True)
-        if value.known:
-            script.env[item.name] = value.value
-            script.dynamic.discard(item.name)
-        else:
-            script.env.pop(item.name, None)
-            script.dynamic.add(item.name)
+            return  # `export NAME`: its value stays what it was
+        value = self._shell_word(script, item.value.text)
+        origin = _Origin.COMMAND if value.dynamic else None
+        script.values[item.name] = _Value(value.value, value.unset, origin, item.branches)
+
+    def _commands_in(self, script: _Script, value: Expanded, raw: str) -> str:
+        """``value`` with the variables set from a command written as that command
+        (``W=$(ls /w/*.whl); pip install $W``: ``$(ls /w/*.whl)``), for what it names."""
+        commands = {n: v.text for n, v in script.values.items() if v.origin is _Origin.COMMAND}
+        if not value.unset & commands.keys():
+            return value.value
+        return self._expand(raw, {**{n: v.text for n, v in script.visible().items()}, **commands},
+                            shell_word=True).value  # fmt: skip
+
+    def _shell_word(self, script: _Script, raw: str) -> Expanded:
+        """A shell word's value; what the variables it uses still depend on goes with it."""
+        visible = script.visible()
+        value = self._expand(raw, {n: v.text for n, v in visible.items()}, shell_word=True)
+        unset = value.unset.union(*(visible[name].unset for name in value.used))
+        return dataclasses.replace(value, unset=unset) if unset != value.unset else value
 
     def _command(self, script: _Script, command: shell.Command, literal: bool = False) -> None:
+        script.branches = command.branches
         words = [
-            (Expanded(w.text) if literal else self._expand(w.text, script.env, True), w)
+            (Expanded(w.text) if literal else self._shell_word(script, w.text), w)
             for w in command.words
         ]
         words = _unwrap(words)
@@ -401,8 +478,8 @@ class _Walker:
             self._git(script, command.scopes, words)
         elif name in _DOWNLOADERS:
             self._downloads(script, words)
-        elif name in _SHELLS and "-c" in values[1:-1]:
-            inner = words[values.index("-c", 1) + 1]
+        elif name in _SHELLS and (at := _script_argument(values)) is not None:
+            inner = words[at]
             if inner[0].known:
                 offset = inner[1].offset + 1  # after the opening quote
                 nested = script.text.slice(min(offset, len(script.text.value)))
@@ -494,7 +571,7 @@ class _Walker:
         self, script: _Script, clone: _Clone, verb: str, rest: list[tuple[Expanded, shell.Word]]
     ) -> None:
         values = [value.value for value, _ in rest]
-        if "--" in values:
+        if "--" in values and verb != "fetch":  # after it: paths (for fetch: the remote)
             before = values.index("--")
             rest, values = rest[:before], values[:before]
         positional = []
@@ -540,6 +617,8 @@ class _Walker:
             line = script.text.line_at(word.offset)
             unknown = self._unknown(value, None, script)
             requirement = value.value
+            if _local_substitution(self._commands_in(script, value, word.text)):
+                continue  # `$(realpath dist/*.whl)[extras]`: a file of the build, named later
             if unknown and _only_in_extras(requirement):
                 # `torch[device-${arch}]==2.1`: which extra varies, not which version
                 unknown, requirement = [], _EXTRAS.sub("[extra]", requirement)
@@ -554,17 +633,25 @@ class _Walker:
             self._add_finding(Finding(Kind.PIP, line, value.value, problems), self._vars(value))
 
     def _downloads(self, script: _Script, words: list[tuple[Expanded, shell.Word]]) -> None:
-        skip = False
-        for value, word in words[1:]:
-            if skip:
-                skip = False
+        """curl, wget, aria2c: each argument that is not an option's value is a URL to fetch
+        (one that holds an unknown variable is an unknown URL)."""
+        tool = posixpath.basename(words[0][0].value)
+        takes_value = _DOWNLOAD_OPTIONS[tool]
+        checked = script.verified or any(
+            value.value == "--checksum" or value.value.startswith("--checksum=")
+            for value, _ in words
+        )  # aria2c checks a --checksum=sha-256=... itself
+        at = 1
+        while at < len(words):
+            value, word = words[at]
+            at += 1
+            text = value.value
+            if text.startswith("-") and text != "-":
+                if text in takes_value:
+                    at += 1  # its value is a file, a header, a proxy: not fetched
                 continue
-            if value.value in _URL_VALUED:
-                skip = True
-                continue
-            if _URL.match(value.value) or (value.unset and "://" in value.value):
-                self._download(value, script.text.line_at(word.offset), script.verified, "",
-                               script)  # fmt: skip
+            if _URL.match(text) or not value.known:
+                self._download(value, script.text.line_at(word.offset), checked, "", script)
 
     def _download(self, value: Expanded, line: int, hashed: bool, how: str,
                   script: _Script | None = None) -> None:  # fmt: skip
@@ -597,8 +684,8 @@ class _Walker:
         if value.dynamic:
             found.append("its value comes from a command run during the build")
         for name in sorted(value.unset):
-            if script is not None and name in script.dynamic:
-                found.append(f"${name} is set while the build runs")
+            if script is not None and (origin := script.origin(name)) is not None:
+                found.append(f"${name} {origin}")
             elif name in PLATFORM_ARGS:
                 found.append(f"${name} is set by BuildKit for the build's platform")
             elif name in scope:
@@ -670,6 +757,16 @@ def _wanted(name: str) -> bool:
     )  # fmt: skip
 
 
+def _script_argument(values: list[str]) -> int | None:
+    """Where the script of ``sh -c 'script'`` is (``-c`` alone or among flags: ``-lc``)."""
+    at = 1
+    while at < len(values) and values[at].startswith("-") and not values[at].startswith("--"):
+        if "c" in values[at][1:]:
+            return at + 1 if at + 1 < len(values) else None
+        at += 2 if values[at] == "-o" else 1  # -o takes an option name
+    return None
+
+
 def _checks_sum(command: shell.Command) -> bool:
     words = [w.text for w in command.words]
     return (
@@ -723,6 +820,22 @@ def _pip_args(values: list[str]) -> list[str] | None:
 
 
 _EXTRAS = re.compile(r"\[[^\]]*\]")
+# $(realpath dist/*.whl), $(echo ${DIR}/x*.whl), $(ls /tmp/w/*.whl): a local path, found later
+_PATH_OF = re.compile(r"\$\((?:realpath|readlink(?: -[a-z]+)?|echo|ls(?: -[a-z1]+)?)\s+([^()`]*)\)")
+
+
+def _local_substitution(requirement: str) -> bool:
+    """Whether a requirement is a local path once its path-printing substitutions run."""
+    paths = _PATH_OF.findall(requirement)
+    rest = _PATH_OF.sub("/local", requirement)
+    remote = any("://" in path for path in paths)
+    return (
+        bool(paths)
+        and not remote
+        and "$" not in rest
+        and "`" not in rest
+        and (pipargs.judge(rest).verdict is pipargs.Verdict.LOCAL)
+    )
 
 
 def _only_in_extras(requirement: str) -> bool:

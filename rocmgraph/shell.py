@@ -17,6 +17,7 @@ out as their own items.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ class Command:
     words: tuple[Word, ...]  # the command's name, then its arguments
     env: tuple[tuple[str, Word], ...]  # NAME=value words before it (for it alone)
     scopes: tuple[int, ...]  # the subshells it runs in, outermost first
+    branches: tuple[int, ...] = ()  # the branches it is in (if/elif/else and case arms, ||)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Assignment:
     value: Word | None  # None: declared without a value (``export NAME``), or a loop
     scopes: tuple[int, ...]
     loop: bool = False
+    # The branches it is in, outermost first: an if/elif/else or case arm, the right of ||.
+    # Only what runs in the same branch surely sees it.
+    branches: tuple[int, ...] = ()
 
 
 Item = Command | Assignment
@@ -74,11 +79,16 @@ def parse(script: str, wanted: Callable[[str], bool] = lambda _: True) -> list[I
     cursor = _parser().parse(data).walk()
     visit = _Visitor(data, _Offsets(script, data), wanted)
     open_scopes: list[tuple[int, int]] = []  # (depth, id) of the subshells around us
+    open_branches: list[tuple[int, int]] = []  # (depth, id) of the branches around us
     depth = 0
     while True:
         node = cursor.node
-        if node.type in _SCOPES:
-            open_scopes.append((depth, node.start_byte * 2 + (node.type == "pipeline")))
+        kind = node.type
+        if kind in _SCOPES:
+            open_scopes.append((depth, node.start_byte * 2 + (kind == "pipeline")))
+        elif kind in _ARMS:
+            _open_arm(node, depth, open_branches)
+        visit.branches = tuple(branch for _, branch in open_branches)
         descend = visit(node, tuple(scope for _, scope in open_scopes))
         if descend and cursor.goto_first_child():
             depth += 1
@@ -87,8 +97,37 @@ def parse(script: str, wanted: Callable[[str], bool] = lambda _: True) -> list[I
             if not cursor.goto_parent():
                 return visit.items
             depth -= 1
-        while open_scopes and open_scopes[-1][0] >= depth:
-            open_scopes.pop()  # what we left ran in them; what comes next does not
+        for opened in (open_scopes, open_branches):
+            while opened and opened[-1][0] >= depth:
+                opened.pop()  # what we left ran in them; what comes next does not
+
+
+_ARMS = frozenset({"then", "elif_clause", "else_clause", "case_item", "||"})
+
+
+def _open_arm(node: Any, depth: int, open_branches: list[tuple[int, int]]) -> None:
+    """A branch starts: an if's `then` part, an elif or else, a case arm, the right of ||.
+
+    Each is open while what follows it in its parent is walked: `then` and `||` are
+    tokens whose branch is the rest of their parent (so it closes with the parent);
+    an elif, else or case arm is a node of its own (it closes with that node).
+    """
+    kind = node.type
+    parent = node.parent
+    if kind == "then":
+        if parent is not None and parent.type == "if_statement":
+            open_branches.append((depth - 1, node.start_byte))
+        return
+    if kind == "||":
+        open_branches.append((depth - 1, node.end_byte))
+        return
+    if (
+        kind in ("elif_clause", "else_clause")
+        and open_branches
+        and open_branches[-1][0] == depth - 1
+    ):
+        open_branches.pop()  # the `then` part (or the elif before) ends here
+    open_branches.append((depth, node.start_byte))
 
 
 _LEAVES = frozenset({"word", "raw_string", "number", "comment", "heredoc_body"})
@@ -100,22 +139,28 @@ class _Visitor:
     def __init__(self, data: bytes, offset: _Offsets, wanted: Callable[[str], bool]) -> None:
         self.data, self.offset, self.wanted = data, offset, wanted
         self.items: list[Item] = []
+        self.branches: tuple[int, ...] = ()  # of the node visited
 
     def __call__(self, node: Any, scopes: tuple[int, ...]) -> bool:
         kind, data, offset = node.type, self.data, self.offset
+        branches = self.branches
         if kind == "command":
             command = _command(node, data, offset, scopes, self.wanted)
             if command is not None:
-                self.items.append(command)
+                self.items.append(dataclasses.replace(command, branches=branches))
             return _nested(node, data)
         if kind == "declaration_command":
-            self.items += _declaration(node, data, offset, scopes)
+            self.items += [
+                dataclasses.replace(item, branches=branches)
+                for item in _declaration(node, data, offset, scopes)
+            ]
         elif kind == "for_statement" and (variable := node.child_by_field_name("variable")):
-            self.items.append(Assignment(_text(variable, data), None, scopes, loop=True))
+            self.items.append(Assignment(_text(variable, data), None, scopes, True, branches))
         elif kind == "variable_assignment":
             parent = node.parent
             if parent is None or parent.type not in ("command", "declaration_command"):
-                self.items.append(_assignment(node, data, offset, scopes))
+                item = _assignment(node, data, offset, scopes)
+                self.items.append(dataclasses.replace(item, branches=branches))
             return _nested(node, data)
         return kind not in _LEAVES
 
@@ -137,6 +182,7 @@ def _command(
     name = node.child_by_field_name("name")
     if name is None or not wanted(_text(name, data)):
         return None
+    end = -1
     for child in node.named_children:
         kind = child.type
         if kind == "variable_assignment" and not words:
@@ -144,7 +190,11 @@ def _command(
             if assignment.value is not None:
                 env.append((assignment.name, assignment.value))
         elif kind == "command_name" or not (kind.endswith("redirect") or kind == "comment"):
-            words.append(_word(child, data, offset))
+            if child.start_byte == end and words:  # no blank between: the same shell word
+                words[-1] = Word(words[-1].text + _text(child, data), words[-1].offset)
+            else:
+                words.append(_word(child, data, offset))
+            end = child.end_byte
     return Command(tuple(words), tuple(env), scopes)
 
 

@@ -166,7 +166,7 @@ RUN pip install torch==${VERSION} $(cat /extra) \\
         ("unknown: ARG BASE has no default: its value comes from --build-arg",),
         ("unknown: ARG VERSION has no default: its value comes from --build-arg",),
         ("unknown: its value comes from a command run during the build",),
-        ("unknown: $V is set while the build runs",),
+        ("unknown: $V is set from a command run during the build",),
         ("unknown: $TARGETARCH is set by BuildKit for the build's platform",),
     ]
 
@@ -419,3 +419,51 @@ def test_five_megabytes_take_seconds_not_minutes(text: str) -> None:
     with contextlib.suppress(NotADockerfile):
         audit(text)
     assert time.monotonic() - started < 60
+
+
+# ---------------------------------------------------------------- what the corpus taught
+
+
+def test_a_value_set_in_a_branch_is_known_only_when_the_build_runs() -> None:
+    text = """FROM scratch
+RUN if [ "$(uname -m)" = aarch64 ]; then ARCH=arm64; else ARCH=x86_64; fi \\
+    && curl -fsSLO https://example.com/tool-linux-$ARCH.deb \\
+    && case "$T" in a) B=1 ;; esac && pip install b==$B \\
+    && C=2 && pip install c==$C
+"""
+    assert found(text) == [
+        ("url", 3, "https://example.com/tool-linux-$ARCH.deb",
+         ("unknown: $ARCH is set while the build runs",)),
+        ("pip", 4, "b==$B", ("unknown: $B is set while the build runs",)),
+        ("pip", 5, "c==2", ()),
+    ]  # fmt: skip
+
+
+def test_a_shell_variable_keeps_its_known_parts_and_names_its_unknown_ones() -> None:
+    text = """FROM scratch
+ARG ROCM_VERSION
+RUN base="https://repo.example.com/${ROCM_VERSION}/ubuntu/" \\
+    && wget -q "${base}pkg.deb" && for url in https://a/x https://a/y; do wget "$url"; done
+"""
+    assert found(text) == [
+        ("url", 4, "https://repo.example.com/${ROCM_VERSION}/ubuntu/pkg.deb",
+         ("unknown: ARG ROCM_VERSION has no default: its value comes from --build-arg",)),
+        ("url", 4, "$url", ("unknown: $url is set while the build runs",)),
+    ]  # fmt: skip
+
+
+def test_scripts_behind_combined_flags_and_fetched_refs_and_local_wheels() -> None:
+    text = f"""FROM scratch AS base-amd64
+ENV FROM_BASE=1
+FROM base-${{TARGETARCH}} AS final
+RUN /bin/bash -lc 'pip install quart \\
+    && git clone https://github.com/v/vllm.git && cd vllm \\
+    && git fetch -v --prune -- origin main && git checkout FETCH_HEAD'
+RUN pip install "$(realpath dist/*.whl)[tensorizer]" -e .[$A,$B] \\
+    && W=$(ls /tmp/w/*.whl) && pip install $W
+"""
+    assert found(text) == [
+        ("pip", 4, "quart", UNPINNED),
+        ("clone", 6, "https://github.com/v/vllm.git@main",
+         ("checks out main, a branch or tag, not a commit",)),
+    ]  # fmt: skip

@@ -453,9 +453,9 @@ RUN base="https://repo.example.com/${ROCM_VERSION}/ubuntu/" \\
 
 
 def test_scripts_behind_combined_flags_and_fetched_refs_and_local_wheels() -> None:
-    text = f"""FROM scratch AS base-amd64
+    text = """FROM scratch AS base-amd64
 ENV FROM_BASE=1
-FROM base-${{TARGETARCH}} AS final
+FROM base-${TARGETARCH} AS final
 RUN /bin/bash -lc 'pip install quart \\
     && git clone https://github.com/v/vllm.git && cd vllm \\
     && git fetch -v --prune -- origin main && git checkout FETCH_HEAD'

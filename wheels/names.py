@@ -24,6 +24,8 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from rocmgraph.errors import cut
+
 _PLATFORM = re.compile(r"(many)?linux[0-9_]*_x86_64|any")
 PLATFORMS = "linux_x86_64, manylinux_*_x86_64 or any"
 
@@ -52,27 +54,28 @@ class WheelName:
 
     def misfit(self, name: str, version: str, python: str) -> Misfit | None:
         """Why this is not the wheel ``[wheels.<name>]`` with ``version`` (may be "") means
-        for Python ``python``, or None when it is."""
-        where = f"[wheels.{name}]"
+        for Python ``python``, or None when it is. Every part is cut, as it may be long."""
         if self.project != canonicalize_name(name):
+            name, project = cut(name), cut(self.project)
             return Misfit(
-                f"is a wheel of {self.project}, not of {name}",
-                f"pin a {name} wheel here, or this one in [wheels.{self.project}]",
+                f"is a wheel of {project}, not of {name}",
+                f"pin a {name} wheel here, or this one in [wheels.{project}]",
             )
         if version and not version_fits(self.version, Version(version)):
             fitting = self.version if Version(version).local else self.version.public
+            name, version, found = cut(name), cut(version), cut(str(self.version))
             return Misfit(
-                f"is {name} {self.version}, but {where}.version is {version}",
-                f'pin a file of {version}, or set version = "{fitting}"',
+                f"is {name} {found}, but [wheels.{name}].version is {version}",
+                f'pin a file of {version}, or set version = "{cut(str(fitting))}"',
             )
         if not any(_fits_python(tag, python) for tag in self.tags):
-            found = ", ".join(sorted({tag.interpreter for tag in self.tags}))
+            found = cut(", ".join(sorted({tag.interpreter for tag in self.tags})))
             return Misfit(
                 f"is for {found}, but [python].version is {python}",
                 f"pin the {interpreter(python)} build",
             )
         if not self.runs_on(python):
-            found = ", ".join(sorted({tag.platform for tag in self.tags}))
+            found = cut(", ".join(sorted({tag.platform for tag in self.tags})))
             return Misfit(f"is for {found}, not linux x86_64", f"pin a {PLATFORMS} build")
         return None
 

@@ -257,7 +257,7 @@ def _image_fix(value: str) -> str:
     lower = _lower_path(name) + (f":{tag}" if tag is not None else "")
     if lower != value and _image(lower) is None:
         return f"write {shown(lower)}"
-    return "write registry/name:tag and put the digest in its own key"
+    return _IMAGE_FIX
 
 
 def _image_name(value: str) -> str | None:

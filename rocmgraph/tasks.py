@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from doit import doit_cmd
+
 import stages
 from rocmgraph import audit, build, bump, docs, lock, patch_status, plan, render
 from rocmgraph.archs import closest, parse_archs
@@ -103,8 +105,6 @@ VARIABLES: dict[str, Variable] = {
 
 def command_line() -> dict[str, str]:
     """This doit invocation's variables (``doit plan arch=gfx942``: ``{"arch": "gfx942"}``)."""
-    from doit import doit_cmd
-
     # doit offers only get_var(name), which cannot tell what was given that we do not
     # know. It keeps them in this private global of doit==0.37.0 (pinned exactly), set
     # before dodo.py is loaded; the one place that reads it. test_tasks fails if it moves.

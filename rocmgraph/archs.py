@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 
-from rocmgraph.errors import VariableError
+from rocmgraph.errors import VariableError, cut, shown
 from rocmgraph.prune import KNOWN_ARCHS
 
-__all__ = ["KNOWN_ARCHS", "parse_archs", "suggest", "unknown_arch_hint"]
+__all__ = ["KNOWN_ARCHS", "closest", "parse_archs", "suggest", "unknown_arch_hint"]
+
+# Names are short: a word far longer than any is a paste, not a typo (and difflib
+# would take seconds over a 5 MB one).
+_TYPO_LENGTH = 100
 
 
-def suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
-    """``did you mean 'x'?`` for the closest choice, or an empty string."""
+def closest(word: str, choices: Sequence[str]) -> str | None:
+    """The choice ``word`` is most likely a typo of, or None."""
+    if len(word) > _TYPO_LENGTH:
+        return None
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}? " if close else ""
+    return close[0] if close else None
+
+
+def suggest(word: str, choices: Sequence[str]) -> str:
+    """``did you mean 'x'?`` for the closest choice, or an empty string."""
+    close = closest(word, choices)
+    return f"did you mean {close!r}? " if close else ""
 
 
 def unknown_arch_hint(name: str) -> str:
@@ -30,10 +43,11 @@ def parse_archs(text: str) -> tuple[str, ...]:
     """
     names = [part.strip() for part in re.split(r"[;,]", text) if part.strip()]
     if not names:
-        raise VariableError(f"arch={text!r}: names no architecture; write e.g. arch=gfx942")
+        raise VariableError(f"arch={shown(text)}: names no architecture; write e.g. arch=gfx942")
     for name in names:
         if name not in KNOWN_ARCHS:
             raise VariableError(
-                f"arch={text}: unknown GPU architecture {name!r}; {unknown_arch_hint(name)}"
+                f"arch={cut(text)}: unknown GPU architecture {shown(name)}; "
+                f"{unknown_arch_hint(name)}"
             )
     return tuple(sorted(set(names)))

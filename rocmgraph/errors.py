@@ -9,6 +9,44 @@ traceback; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import re
+import reprlib
+
+# How much of a value a message quotes: a real pin (a wheel file, a URL) fits whole,
+# a 5 MB value pasted by mistake does not come back whole.
+LONGEST = 200
+
+_QUOTE = reprlib.Repr()
+_QUOTE.maxlevel, _QUOTE.maxlist, _QUOTE.maxdict = 2, 4, 4
+_QUOTE.maxstring = _QUOTE.maxother = _QUOTE.maxlong = LONGEST // 4
+# user:password@ in a URL: never repeated in a message, which may end up in a CI log.
+_CREDENTIALS = re.compile(r"(://)[^/?#@]*@")
+
+
+def cut(text: str) -> str:
+    """``text`` as a message repeats it: credentials hidden, control characters escaped
+    (the message stays one line), cut after LONGEST characters with the full length, as
+    in ``aaaa… (5000000 characters)``."""
+    text = _CREDENTIALS.sub(r"\1***@", text)
+    if not text.isprintable():
+        text = repr(text)[1:-1]
+    return text if len(text) <= LONGEST else f"{text[:LONGEST]}… ({len(text)} characters)"
+
+
+def shown(value: object) -> str:
+    """``value`` as a one-line message quotes it: repr, credentials hidden, cut as ``cut``
+    does (``'aaaa…' (5000000 characters)``); arrays and tables show a few items."""
+    if isinstance(value, str):
+        value = _CREDENTIALS.sub(r"\1***@", value)
+        if len(value) <= LONGEST:
+            return repr(value)
+        head = repr(value[:LONGEST])
+        return f"{head[:-1]}…{head[-1]} ({len(value)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool):
+        digits = str(value)
+        return digits if len(digits) <= LONGEST else f"{digits[:LONGEST]}… ({len(digits)} digits)"
+    return _QUOTE.repr(value)
+
 
 class GraphToolError(Exception):
     """Base of every error whose message is meant for the user."""

@@ -8,16 +8,19 @@ offline; the plan lists those and ``doit lock`` fills them.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import ipaddress
+import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from rocmgraph.archs import KNOWN_ARCHS, unknown_arch_hint
+from rocmgraph.errors import shown
 
 # Characters a value may hold so that, even pasted into a RUN line unquoted,
 # it stays one word and runs nothing.
@@ -46,41 +49,87 @@ class Kind:
         return self.check(value)
 
 
+_LISTED = 10  # characters an unsafe-value message names at most
+
+
 def unsafe_problem(value: str) -> str | None:
     """Characters that could reach a shell unquoted, checked before any kind."""
-    bad = sorted({c for c in value if not _SAFE.fullmatch(c)})
-    if not bad:
+    if _SAFE.fullmatch(value):
         return None
-    shown = " ".join(repr(c) for c in bad)
-    return f"{value!r} has characters that could reach a shell unquoted: {shown}"
+    bad = sorted({c for c in set(value) if not _SAFE.fullmatch(c)})
+    listed = " ".join(repr(c) for c in bad[:_LISTED])
+    more = f" and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
+    return f"{shown(value)} has characters that could reach a shell unquoted: {listed}{more}"
 
 
 def _regex(pattern: str, what: str) -> Check:
     compiled = re.compile(pattern)
 
     def check(value: str) -> str | None:
-        return None if compiled.fullmatch(value) else f"{value!r} is not {what}"
+        return None if compiled.fullmatch(value) else f"{shown(value)} is not {what}"
 
     return check
 
 
 def _commit(value: str) -> str | None:
     if not re.fullmatch(r"[0-9a-fA-F]+", value):
-        return f"{value!r} is not a git commit id (hex digits only)"
+        return f"{shown(value)} is not a git commit id (hex digits only)"
     if value != value.lower():
-        return f"{value!r} is not a git commit id (lowercase hex only)"
+        return f"{shown(value)} is not a git commit id (lowercase hex only)"
     if not 7 <= len(value) <= 40:
-        return f"{value!r} is not a git commit id (7 to 40 hex digits)"
+        return f"{shown(value)} is not a git commit id (7 to 40 hex digits)"
     return None
 
 
-def _url(value: str) -> str | None:
-    parts = urlsplit(value)
+@dataclass(frozen=True)
+class _Verdict:
+    problem: str
+    fix: str
+
+
+_URL_FIX = "use https://, or http://127.0.0.1 for a loopback mirror"
+
+
+def _url_verdict(value: str) -> _Verdict | None:
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # a bracketed host that is no IPv6 address
+        return _Verdict(f"{shown(value)} is not a URL (its host cannot be read)", _URL_FIX)
+    if parts.username is not None or parts.password is not None:
+        return _Verdict(
+            f"{shown(value)} has credentials in it",
+            "keep them out of the pins file: use docker's config or ~/.netrc",
+        )
+    if not _port_ok(parts):
+        return _Verdict(
+            f"{shown(value)} has no valid port", "write a port from 1 to 65535, or none"
+        )
     if parts.scheme == "https" and parts.hostname:
         return None
     if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return None
-    return f"{value!r} is not an https URL (plain http is allowed for loopback mirrors only)"
+    return _Verdict(
+        f"{shown(value)} is not an https URL (plain http is allowed for loopback mirrors only)",
+        _URL_FIX,
+    )
+
+
+def _port_ok(parts: SplitResult) -> bool:
+    try:
+        port = parts.port  # ValueError: not a number, or above 65535
+    except ValueError:
+        return False
+    return port != 0
+
+
+def _url(value: str) -> str | None:
+    verdict = _url_verdict(value)
+    return verdict.problem if verdict else None
+
+
+def _url_fix(value: str) -> str:
+    verdict = _url_verdict(value)
+    return verdict.fix if verdict else _URL_FIX
 
 
 def is_loopback(host: str) -> bool:
@@ -96,26 +145,144 @@ def _version(value: str) -> str | None:
     try:
         Version(value)
     except InvalidVersion:
-        return f"{value!r} is not a PEP 440 version"
+        return f"{shown(value)} is not a PEP 440 version"
     return None
 
 
 def _wheel_file(value: str) -> str | None:
     try:
         parse_wheel_filename(value)
-    except InvalidWheelFilename as exc:
-        return f"{value!r} is not a wheel file name ({exc})"
+    except InvalidWheelFilename:
+        return f"{shown(value)} is not a wheel file name (<name>-<version>-<tags>.whl)"
     return None
 
 
 def _arch(value: str) -> str | None:
-    return None if value in KNOWN_ARCHS else f"{value!r} is not a known GPU architecture"
+    return None if value in KNOWN_ARCHS else f"{shown(value)} is not a known GPU architecture"
 
 
 def _rel_path(value: str) -> str | None:
     if value.startswith("/") or ".." in value.split("/"):
-        return f"{value!r} is not a relative path inside the repository"
+        return f"{shown(value)} is not a relative path inside the repository"
     return None
+
+
+def _abs_path(value: str) -> str | None:
+    if not value.startswith("/"):
+        return f"{shown(value)} is not an absolute path"
+    if _normal_path(value) != value:
+        return f"{shown(value)} is not a normalised path (no //, /./, /../ or trailing /)"
+    return None
+
+
+def _normal_path(value: str) -> str:
+    """``/opt//rocm/./lib/`` -> ``/opt/rocm/lib`` (posixpath keeps a leading //)."""
+    return re.sub("/+", "/", posixpath.normpath(value))
+
+
+def _abs_path_fix(value: str) -> str:
+    normal = _normal_path(value)
+    if value.startswith("/") and normal != value and _SAFE.fullmatch(normal):
+        return f"write {shown(normal)}"
+    return "write an absolute path such as /opt/rocm/lib"
+
+
+def _prune_dir(value: str) -> str | None:
+    if value == "/":
+        return "'/' would prune the whole file system"
+    return _abs_path(value)
+
+
+def _prune_dir_fix(value: str) -> str:
+    if _normal_path(value) == "/":
+        return "name the folders that hold kernel files, e.g. /opt/rocm/lib"
+    return _abs_path_fix(value)
+
+
+def _date(value: str) -> str | None:
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        return f"{shown(value)} is not a date (YYYY-MM-DD)"
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return f"{shown(value)} is not a day of the calendar"
+    return None
+
+
+# Docker's reference grammar (github.com/distribution/reference, regexp.go), which
+# `docker build -t` and `docker pull` enforce: lower-case path components joined by
+# . _ __ or dashes, an optional registry host (with a port) in front, a tag after ':'.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_HOST_PART}(?:\.{_HOST_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_REPOSITORY = re.compile(rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_NAME_MAX = 255  # docker's longest repository name
+# [image].name becomes <name>/<stage>:<key>: leave room for the longest stage name.
+_STAGE_ROOM = 32
+_IMAGE_FIX = "write registry/name:tag and put the digest in its own key"
+
+
+def _split_tag(value: str) -> tuple[str, str | None]:
+    """``host:5000/a/b:v1`` -> (``host:5000/a/b``, ``v1``): a tag follows the last '/'."""
+    name, colon, tag = value.rpartition(":")
+    if colon and "/" not in tag:
+        return name, tag
+    return value, None
+
+
+def _lower_path(name: str) -> str:
+    """The repository with its path (not its registry host) in lower case."""
+    host, slash, path = name.partition("/")
+    if slash and ("." in host or ":" in host or host == "localhost"):
+        return f"{host}/{path.lower()}"
+    return name.lower()
+
+
+def _image(value: str) -> str | None:
+    name, tag = _split_tag(value)
+    if (tag is not None and not _TAG.fullmatch(tag)) or len(name) > _NAME_MAX:
+        return _not_an_image(value)
+    return _repository(name, value, _not_an_image(value))
+
+
+def _not_an_image(value: str) -> str:
+    return (
+        f"{shown(value)} is not an image reference (registry/name:tag; the digest goes in `digest`)"
+    )
+
+
+def _image_fix(value: str) -> str:
+    name, tag = _split_tag(value)
+    lower = _lower_path(name) + (f":{tag}" if tag is not None else "")
+    if lower != value and _image(lower) is None:
+        return f"write {shown(lower)}"
+    return _IMAGE_FIX
+
+
+def _image_name(value: str) -> str | None:
+    longest = _NAME_MAX - _STAGE_ROOM
+    if len(value) > longest:
+        return f"{shown(value)} is longer than the {longest} characters docker leaves it"
+    words = "lower-case words joined by . _ -"
+    return _repository(value, value, f"{shown(value)} is not a docker image name ({words})")
+
+
+def _image_name_fix(value: str) -> str:
+    lower = _lower_path(value)
+    if lower != value and _image_name(lower) is None:
+        return f"write {shown(lower)}"
+    return "write a docker repository name such as verl-rocm or registry.example.org/verl"
+
+
+def _repository(name: str, value: str, otherwise: str) -> str | None:
+    """None if docker takes the repository ``name`` of ``value``; upper case, the usual
+    slip, is named as such, anything else is ``otherwise``."""
+    if _REPOSITORY.fullmatch(name):
+        return None
+    if _REPOSITORY.fullmatch(_lower_path(name)):
+        return f"{shown(value)} has upper case, which docker refuses in an image name"
+    return otherwise
 
 
 TEXT = Kind("text", lambda _: None, "write a value")
@@ -130,7 +297,7 @@ ENV_NAME = Kind(
     _regex(r"[A-Z_][A-Z0-9_]*", "an environment variable name"),
     "use upper-case letters, digits and '_'",
 )
-URL = Kind("url", _url, "use https://, or http://127.0.0.1 for a loopback mirror")
+URL = Kind("url", _url, _url_fix)
 
 
 def _mirror(value: str) -> str | None:
@@ -138,7 +305,12 @@ def _mirror(value: str) -> str | None:
     return None if value.startswith("file:///") else _url(value)
 
 
-MIRROR = Kind("url", _mirror, "use https://, http://127.0.0.1 or file:///", optional=True)
+def _mirror_fix(value: str) -> str:
+    fix = _url_fix(value)
+    return "use https://, http://127.0.0.1 or file:///" if fix == _URL_FIX else fix
+
+
+MIRROR = Kind("url", _mirror, _mirror_fix, optional=True)
 COMMIT = Kind(
     "commit",
     _commit,
@@ -178,21 +350,14 @@ WHEEL_FILE = Kind(
 ARCH = Kind("arch", _arch, unknown_arch_hint)
 REPO_FILE = Kind("path", _rel_path, "write a path relative to the repository root")
 SRC_PATH = Kind("path", _rel_path, "write a path relative to the source tree's root")
-ABS_PATH = Kind("path", _regex(r"/[A-Za-z0-9._/-]*", "an absolute path"), "write an absolute path")
-IMAGE = Kind(
-    "image",
-    _regex(
-        r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?",
-        "an image reference (registry/name:tag; the digest goes in `digest`)",
-    ),
-    "write registry/name:tag and put the digest in its own key",
-)
+ABS_PATH = Kind("path", _abs_path, _abs_path_fix)
+PRUNE_DIR = Kind("prune dir", _prune_dir, _prune_dir_fix)
+IMAGE = Kind("image", _image, _image_fix)
+IMAGE_NAME = Kind("image name", _image_name, _image_name_fix)
 PYTHON_VERSION = Kind(
     "python version", _regex(r"3\.[0-9]+", "a Python version such as 3.12"), 'write e.g. "3.12"'
 )
-DATE = Kind(
-    "date", _regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "a date (YYYY-MM-DD)"), 'write e.g. "2026-07-20"'
-)
+DATE = Kind("date", _date, 'write a date of the calendar, e.g. "2026-07-20"')
 SIZE = Kind("size", _regex(r"[0-9]+[KMGT]?", "a size such as 50G"), 'write e.g. "50G"')
 
 

@@ -4,7 +4,10 @@ The schema is the dataclasses below: each field's annotation gives the TOML
 type and its ``kind`` metadata the value check. One generic loader walks them,
 so every table gets the same treatment: unknown keys are refused with a
 suggestion, missing keys and wrong types are named with their ``[table].key``,
-and every string is checked so that it cannot reach a shell unquoted.
+and every string is checked so that it cannot reach a shell unquoted. A list
+is a set (sorted, so its order never feeds a key) unless its field says
+``ordered`` (patches: a later one sees the earlier ones applied); an integer
+has the bounds its field declares.
 
 After loading, nothing downstream sees TOML: stages read typed pins, and keys
 read the flat ``path -> value`` view that ``leaves`` yields.
@@ -13,7 +16,10 @@ read the flat ``path -> value`` view that ``leaves`` yields.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
+import json
+import re
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -25,8 +31,9 @@ import tomli
 
 from rocmgraph import kinds
 from rocmgraph.archs import suggest
-from rocmgraph.errors import PinsError
+from rocmgraph.errors import PinsError, cut, shown
 from rocmgraph.kinds import Kind
+from wheels.names import WheelName
 
 PinPath = tuple[str, ...]
 Scalar = str | int | bool
@@ -39,24 +46,39 @@ def _kind(
     default: Any = dataclasses.MISSING,
     *,
     location: bool = False,
+    ordered: bool = False,
+    example: str = "",
 ) -> Any:
     """A dataclass field whose strings (values, items, mapping values) are of ``kind``.
 
     A ``location`` says where to fetch something whose content another pin
-    fixes (a mirror, an index URL beside a sha256): it never feeds a key.
+    fixes (a mirror, an index URL beside a sha256): it never feeds a key. An
+    ``ordered`` list keeps the order written (and so feeds it to keys); other
+    lists are sets. A list with an ``example`` must not be empty.
     """
-    meta = {"kind": kind, "key_kind": key_kind or kinds.NAME, "location": location}
+    meta = {
+        "kind": kind,
+        "key_kind": key_kind or kinds.NAME,
+        "location": location,
+        "ordered": ordered,
+        "example": example,
+    }
     if isinstance(default, (tuple, Mapping)):
         frozen = default if isinstance(default, tuple) else types.MappingProxyType(dict(default))
         return field(default_factory=lambda: frozen, metadata=meta)
     return field(default=default, metadata=meta)
 
 
+def _bounded(low: int, high: int, why: str, default: Any = dataclasses.MISSING) -> Any:
+    """An integer field from ``low`` to ``high``; ``why`` explains the bounds to the user."""
+    return field(default=default, metadata={"bounds": (low, high), "why": why})
+
+
 @dataclass(frozen=True, kw_only=True)
 class ImageSpec:
     """The final image: its friendly name and what its manifest and labels say."""
 
-    name: str = _kind(kinds.NAME)
+    name: str = _kind(kinds.IMAGE_NAME)  # tags <name>/<stage>:<key> and <name>:<archs>
     version: str = _kind(kinds.TEXT)
     source: str = _kind(kinds.URL)
     released: str = _kind(kinds.optional(kinds.DATE), default="")  # the README's release line
@@ -66,8 +88,8 @@ class ImageSpec:
 class Build:
     """Build knobs."""
 
-    archs: tuple[str, ...] = _kind(kinds.ARCH)
-    max_jobs: int
+    archs: tuple[str, ...] = _kind(kinds.ARCH, example='"gfx942"')
+    max_jobs: int = _bounded(1, 1024, "vLLM needs about 4 GiB per job")
     ccache_maxsize: str = _kind(kinds.SIZE, default="50G")
 
 
@@ -90,7 +112,7 @@ class AptRepo:
 
     url: str = _kind(kinds.URL)
     suite: str = _kind(kinds.NAME)
-    components: tuple[str, ...] = _kind(kinds.NAME)
+    components: tuple[str, ...] = _kind(kinds.NAME, example='"main"')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +123,8 @@ class Rocm:
     key_url: str = _kind(kinds.URL, location=True)  # the key is fixed by its sha256
     key_sha256: str = _kind(kinds.SHA256)
     pin_origin: str = _kind(kinds.NAME)
-    pin_priority: int = 600
+    # apt keeps a priority in 16 bits; 0 is no priority and below it apt never installs.
+    pin_priority: int = _bounded(1, 32767, "an apt pin priority", default=600)
     repos: Mapping[str, AptRepo] = _kind(kinds.TEXT)
     packages: Mapping[str, str] = _kind(kinds.APT_VERSION)
 
@@ -127,7 +150,7 @@ class GitSource:
     tag: str = _kind(kinds.optional(kinds.NAME), default="")  # upstream's name for the commit
     version: str = _kind(kinds.optional(kinds.TEXT), default="")
     submodules: bool = True
-    patches: tuple[str, ...] = _kind(kinds.REPO_FILE, default=())
+    patches: tuple[str, ...] = _kind(kinds.REPO_FILE, default=(), ordered=True)
     # Build knobs for the generic source -> wheel recipe.
     requirements: tuple[str, ...] = _kind(kinds.SRC_PATH, default=())
     subdirs: tuple[str, ...] = _kind(kinds.SRC_PATH, default=(".",))
@@ -153,7 +176,7 @@ class Python:
     stack: Mapping[str, str] = _kind(kinds.VERSION, default={})  # verl's stack
     vllm: Mapping[str, str] = _kind(kinds.VERSION, default={})  # after vLLM, without deps
     sglang: Mapping[str, str] = _kind(kinds.VERSION, default={})  # with SGLang
-    patches: Mapping[str, tuple[str, ...]] = _kind(kinds.REPO_FILE, default={})
+    patches: Mapping[str, tuple[str, ...]] = _kind(kinds.REPO_FILE, default={}, ordered=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,7 +184,7 @@ class Prune:
     """Where kernel files of archs outside the target set are removed."""
 
     dirs: tuple[str, ...] = _kind(
-        kinds.ABS_PATH, default=("/opt/rocm/lib", "/opt/rocm/share/miopen")
+        kinds.PRUNE_DIR, default=("/opt/rocm/lib", "/opt/rocm/share/miopen")
     )
 
 
@@ -214,6 +237,7 @@ class Leaf:
     value: Value
     kind: Kind | None
     location: bool = False
+    ordered: bool = False  # a list whose order is part of the value
 
 
 @dataclass(frozen=True)
@@ -238,8 +262,10 @@ def format_table(path: PinPath) -> str:
 
 
 def _toml_key(part: str) -> str:
-    bare = part.replace("_", "").replace("-", "").isalnum()
-    return part if bare else f'"{part}"'
+    """A key as TOML writes it: bare when it can be, else a quoted, escaped basic string."""
+    if re.fullmatch(r"[A-Za-z0-9_-]+", part):
+        return cut(part)
+    return cut(json.dumps(part))  # escapes quotes and control characters, as TOML does
 
 
 # ---------------------------------------------------------------- loading
@@ -247,19 +273,50 @@ def _toml_key(part: str) -> str:
 
 def load(path: str | Path) -> Pins:
     """Read and validate a pins file; any problem is one PinsError line."""
-    shown = str(path)
+    shown_path = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise PinsError(shown, "", "no such file", "pass pins=<path> to a pins file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PinsError(shown, "", f"cannot be read ({exc})", "check the file") from None
-    return loads(text, shown)
+        raise PinsError(shown_path, "", "no such file", "pass pins=<path> to a pins file") from None
+    except OSError as exc:
+        raise PinsError(
+            shown_path, "", f"cannot be read ({exc.strerror or exc})", "check the file"
+        ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise PinsError(
+            shown_path,
+            f"line {line}",
+            f"is not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})",
+            "save the file as UTF-8",
+        ) from None
+    return loads(text, shown_path)
 
 
 def loads(text: str, file: str = "pins.toml") -> Pins:
+    pins: Pins = dataclasses.replace(_Loader(file).table(Pins, _parse(text, file), ()), file=file)
+    _check_relations(pins)
+    return pins
+
+
+# Byte order mark: some Windows editors write it. tomli refuses it, and so does tomlkit,
+# which `doit lock` and `doit bump` rewrite the file with: accepting it here would only
+# move the failure to the first rewrite. Say what it is instead of "Invalid statement".
+_BOM = "\ufeff"
+
+
+def _parse(text: str, file: str) -> dict[str, Any]:
+    if text.startswith(_BOM):
+        raise PinsError(
+            file,
+            "line 1, column 1",
+            "starts with a UTF-8 byte order mark (BOM), which TOML does not allow",
+            "save the file as UTF-8 without a byte order mark",
+        )
     try:
-        data = tomli.loads(text)
+        return tomli.loads(text)
     except tomli.TOMLDecodeError as exc:
         raise PinsError(
             file,
@@ -267,9 +324,65 @@ def loads(text: str, file: str = "pins.toml") -> Pins:
             f"invalid TOML: {exc.msg}",
             "fix the syntax at that position",
         ) from None
-    pins: Pins = dataclasses.replace(_Loader(file).table(Pins, data, ()), file=file)
-    _check_relations(pins)
-    return pins
+    except RecursionError:  # tomli refuses inline arrays and tables nested 400 deep
+        raise PinsError(
+            file,
+            f"line {_deepest_line(text)}",
+            "invalid TOML: arrays or inline tables nested too deep",
+            "flatten the value (pins nest at most a few levels)",
+        ) from None
+    except ValueError:  # int() refuses integers of more than 4300 digits; TOML's are 64-bit
+        where = _long_number_line(text)
+        raise PinsError(
+            file,
+            f"line {where}" if where else "",
+            "invalid TOML: an integer of thousands of digits",
+            "write an integer that fits in 64 bits",
+        ) from None
+
+
+def _deepest_line(text: str) -> int:
+    """The line where arrays and inline tables nest deepest (tomli does not say where).
+
+    A scan, not a parser: it skips strings and comments and counts brackets, which is
+    exact for the valid TOML that comes before the place tomli gave up.
+    """
+    depth = deepest = 0
+    line = found = 1
+    at, quote = 0, ""
+    while at < len(text):
+        char = text[at]
+        if quote:  # inside a string: look only for its end
+            if text.startswith(quote, at):
+                at, quote = at + len(quote), ""
+                continue
+            if char == "\\" and quote[0] == '"':  # an escape: skip the escaped character
+                line += text[at + 1 : at + 2] == "\n"
+                at += 2
+                continue
+        elif char == "#":
+            end = text.find("\n", at)
+            at = len(text) if end < 0 else end
+            continue
+        elif char in "\"'":
+            quote = char * 3 if text.startswith(char * 3, at) else char
+            at += len(quote)
+            continue
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, found = depth, line
+        elif char in "]}":
+            depth -= 1
+        line += char == "\n"
+        at += 1
+    return found
+
+
+def _long_number_line(text: str) -> int | None:
+    """The line of the first value that is a run of thousands of digits, if any."""
+    match = re.search(r"[=,\[]\s*[+-]?(0[xob])?[0-9a-fA-F_]{4000,}", text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
 
 
 class _Loader:
@@ -293,7 +406,7 @@ class _Loader:
                 where = format_table(path) if path else "top level"
                 raise self.error(
                     f"{where}",
-                    f"unknown key {key!r}",
+                    f"unknown key {shown(key)}",
                     f"{hint}known keys: {', '.join(names)}",
                 )
         hints = typing.get_type_hints(cls)
@@ -320,22 +433,47 @@ class _Loader:
         if hint is bool:
             return self.typed(data, bool, "true or false", path)
         if hint is int:
-            if isinstance(data, bool):
-                raise self.type_error(data, "an integer", path)
-            return self.typed(data, int, "an integer", path)
+            return self.integer(meta, data, path)
         if hint is str:
             return self.string(data, meta["kind"], path)
         if origin is tuple:
-            items = self.typed(data, list, "an array", path)
-            checked = [self.string(item, meta["kind"], path) for item in items]
-            if len(set(checked)) != len(checked):
-                dup = next(v for v in checked if checked.count(v) > 1)
-                raise self.error(format_path(path), f"lists {dup!r} twice", "list each value once")
-            # Every list is a set: sorted here, so its order never feeds a key.
-            return tuple(sorted(checked))
+            return self.array(meta, data, path)
         if origin is Mapping:
             return self.mapping(typing.get_args(hint)[1], meta, data, path)
         raise TypeError(f"pins schema: unsupported annotation {hint!r}")  # a bug, not input
+
+    def integer(self, meta: Mapping[str, Any], data: object, path: PinPath) -> int:
+        if isinstance(data, bool):
+            raise self.type_error(data, "an integer", path)
+        number: int = self.typed(data, int, "an integer", path)
+        low, high = meta["bounds"]  # every integer pin has bounds (TOML's alone are 64-bit)
+        if not low <= number <= high:
+            raise self.error(
+                format_path(path),
+                f"{shown(number)} is out of range",
+                f"write an integer from {low} to {high} ({meta['why']})",
+            )
+        return number
+
+    def array(self, meta: Mapping[str, Any], data: object, path: PinPath) -> tuple[str, ...]:
+        items = self.typed(data, list, "an array", path)
+        if not items and meta["example"]:
+            raise self.error(
+                format_path(path),
+                "lists nothing",
+                f"list at least one, e.g. {_toml_key(path[-1])} = [{meta['example']}]",
+            )
+        checked = [self.string(item, meta["kind"], path) for item in items]
+        seen: set[str] = set()
+        for item in checked:
+            if item in seen:
+                raise self.error(
+                    format_path(path), f"lists {shown(item)} twice", "list each value once"
+                )
+            seen.add(item)
+        # A set is sorted here, so its order never feeds a key; an ordered list (patches,
+        # applied one after the other) keeps the order written, and its keys follow it.
+        return tuple(checked) if meta["ordered"] else tuple(sorted(checked))
 
     def mapping(self, inner: Any, meta: Mapping[str, Any], data: object, path: PinPath) -> Any:
         if not isinstance(data, dict):
@@ -369,31 +507,25 @@ class _Loader:
     def type_error(self, data: object, what: str, path: PinPath) -> PinsError:
         got = _toml_type(data)
         return self.error(
-            format_path(path), f"expected {what}, got {got} {data!r}", f"write {what}"
+            format_path(path), f"expected {what}, got {got} {shown(data)}", f"write {what}"
         )
 
 
 def _toml_type(data: object) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
-             list: "an array", dict: "a table"}  # fmt: skip
+             list: "an array", dict: "a table", datetime.date: "a date",
+             datetime.datetime: "a date-time", datetime.time: "a time"}  # fmt: skip
     return names.get(type(data), type(data).__name__)
 
 
 def _check_relations(pins: Pins) -> None:
     """Rules beyond one field's kind."""
-    if pins.build.max_jobs < 1:
-        raise PinsError(
-            pins.file,
-            "[build].max_jobs",
-            f"{pins.build.max_jobs} is not a number of jobs",
-            "write a positive integer (vLLM needs about 4 GiB per job)",
-        )
     for name in pins.base.provides:
         if name not in ("rocm", "wheels"):
             raise PinsError(
                 pins.file,
                 "[base].provides",
-                f"{name!r} is not a stage a base image can provide",
+                f"{shown(name)} is not a stage a base image can provide",
                 "list only 'rocm' and 'wheels'",
             )
     for package in pins.python.patches:
@@ -401,8 +533,18 @@ def _check_relations(pins: Pins) -> None:
             raise PinsError(
                 pins.file,
                 format_table(("python", "patches")),
-                f"patches {package!r}, which [python.stack] does not install",
-                f"pin {package} in [python.stack] or remove its patches",
+                f"patches {shown(package)}, which [python.stack] does not install",
+                f"pin {cut(package)} in [python.stack] or remove its patches",
+            )
+    for name, wheel in pins.wheels.items():
+        parsed = WheelName.parse(wheel.file)  # None for "": not locked yet
+        misfit = parsed.misfit(name, wheel.version, pins.python.version) if parsed else None
+        if misfit:
+            raise PinsError(
+                pins.file,
+                format_path(("wheels", name, "file")),
+                f"{shown(wheel.file)} {misfit.problem}",
+                misfit.fix,
             )
 
 
@@ -410,7 +552,11 @@ def _check_relations(pins: Pins) -> None:
 
 
 def _leaves(
-    node: object, path: PinPath, kind: Kind | None = None, location: bool = False
+    node: object,
+    path: PinPath,
+    kind: Kind | None = None,
+    location: bool = False,
+    ordered: bool = False,
 ) -> Iterator[Leaf]:
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         for spec in dataclasses.fields(node):
@@ -420,12 +566,13 @@ def _leaves(
                     (*path, spec.name),
                     spec.metadata.get("kind"),
                     spec.metadata.get("location", False),
+                    spec.metadata.get("ordered", False),
                 )
     elif isinstance(node, Mapping):
         for key in sorted(node):
-            yield from _leaves(node[key], (*path, key), kind, location)
+            yield from _leaves(node[key], (*path, key), kind, location, ordered)
     else:
-        yield Leaf(path, typing.cast(Value, node), kind, location)
+        yield Leaf(path, typing.cast(Value, node), kind, location, ordered)
 
 
 def is_under(path: PinPath, reads: tuple[PinPath, ...]) -> bool:

@@ -7,6 +7,11 @@ per-arch folders ``library/gfx942/``. A path's arch is the longest known arch
 that starts a ``gfx`` token of it, so gfx942130 reads as gfx942 and gfx1151 as
 gfx1151, never gfx115. A path whose arch cannot be read is never deleted.
 
+The arch is read from the path below the prune directory only: under
+/opt/rocm-gfx942/lib, the folder's own name says nothing about its files.
+Symbolic links are removed as links, never followed: a link named for a
+removed arch goes, whatever it points to, and what it points to stays.
+
 This file runs inside the image too (the prune stage copies it in), so it uses
 the standard library only.
 
@@ -44,6 +49,7 @@ def arch_of_token(token: str) -> str | None:
 def arch_of(path: str) -> str | None:
     """The arch a file belongs to, by its name first, then by its folders; None if unknown.
 
+    ``path`` is relative to the prune directory (``library/gfx942/Kernels.co``).
     Every gfx token of the part that has any must agree; one that names no
     known arch, or two that disagree, leave the file unknown (kept).
     """
@@ -64,30 +70,44 @@ def to_remove(paths: Iterable[str], keep: Iterable[str]) -> list[str]:
 
 def prune(roots: list[str], keep: list[str]) -> dict[str, object]:
     """Delete the files of other archs under ``roots``; what was removed, by arch."""
-    files: list[str] = []
-    folders: list[str] = []
-    for root in roots:
-        for folder, dirs, names in os.walk(root):
-            files += [str(Path(folder) / name) for name in names]
-            folders += [str(Path(folder) / name) for name in dirs]
     removed: dict[str, dict[str, int]] = {}
-    for path in to_remove(sorted(files), keep):
-        size = Path(path).lstat().st_size
-        Path(path).unlink()
-        tally = removed.setdefault(str(arch_of(path)), {"files": 0, "bytes": 0})
-        tally["files"] += 1
-        tally["bytes"] += size
-    for folder in reversed(to_remove(sorted(folders), keep)):  # per-arch folders, emptied
-        if Path(folder).is_dir() and not any(Path(folder).iterdir()):
-            Path(folder).rmdir()
+    seen = 0
+    for root in roots:
+        entries, folders = _walk(root)
+        seen += len(entries)
+        for path in to_remove(entries, keep):
+            target = Path(root, path)
+            size = target.lstat().st_size
+            target.unlink()  # a link goes as a link: what it points to is not ours to judge
+            tally = removed.setdefault(str(arch_of(path)), {"files": 0, "bytes": 0})
+            tally["files"] += 1
+            tally["bytes"] += size
+        for folder in reversed(to_remove(folders, keep)):  # per-arch folders, emptied
+            target = Path(root, folder)
+            if not any(target.iterdir()):
+                target.rmdir()
     return {
         "kept_archs": sorted(keep),
         "roots": roots,
-        "files_seen": len(files),
+        "files_seen": seen,
         "removed_files": sum(t["files"] for t in removed.values()),
         "removed_bytes": sum(t["bytes"] for t in removed.values()),
         "removed_by_arch": removed,
     }
+
+
+def _walk(root: str) -> tuple[list[str], list[str]]:
+    """What lies under ``root``, as paths relative to it: entries to delete one by one
+    (files and links, links to folders included) and real folders, each sorted."""
+    entries: list[str] = []
+    folders: list[str] = []
+    for folder, dirs, names in os.walk(root):  # never descends into a linked folder
+        below = Path(folder).relative_to(root)
+        entries += [str(below / name) for name in names]
+        for name in dirs:
+            linked = Path(folder, name).is_symlink()
+            (entries if linked else folders).append(str(below / name))
+    return sorted(entries), sorted(folders)
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
@@ -74,7 +74,7 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
             raise SystemExit(3)
 
 
-def usage_exit(error: UsageError) -> None:
+def usage_exit(error: UsageError) -> NoReturn:
     """A wrong command found while tasks are being made (before any runs): exit 3."""
     sys.stderr.write(f"error: {error}\n")
     raise SystemExit(3)

@@ -1,9 +1,12 @@
 """The doit tasks, as dicts: dodo.py only wires them to doit's variables.
 
-Creators must stay cheap and never fail: doit calls every one of them on
-every run (``doit list`` included). Everything that can fail happens in an
-action, where the reporter turns it into one line. All tasks of one
-invocation share one Run, so the pins are read once.
+Creators must stay cheap: doit calls every one of them on every run (``doit
+list`` included). The one thing they refuse is a wrong command line: every
+variable is checked (``Variables.checked``) before any task is made, so
+``archs=gfx942`` or ``force=maybe`` stops the run with exit 3 before anything
+is looked at. Everything else that can fail happens in an action, where the
+reporter turns it into one line. All tasks of one invocation share one Run, so
+the pins are read once.
 """
 
 from __future__ import annotations
@@ -11,15 +14,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from doit import doit_cmd
+
 import stages
 from rocmgraph import audit, build, bump, dockerfile_audit, docs, lock, patch_status, plan, render
+from rocmgraph.archs import closest, parse_archs
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
-from rocmgraph.errors import GraphToolError, PatchError, StaleError, VariableError
+from rocmgraph.errors import GraphToolError, PatchError, StaleError, VariableError, cut
 from rocmgraph.layout import ROOT
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -36,6 +43,110 @@ DOIT_CONFIG: dict[str, Any] = {
 
 FORMATS = ("text", "json")
 PROFILES = ("", "demo")
+# A flag's words, either case. Anything else is refused: `force=false` must not force.
+FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def flag(name: str, value: str) -> bool:
+    """``force=1``/``true``/``yes`` is on, ``0``/``false``/``no`` off; nothing else is a flag."""
+    try:
+        return FLAG_WORDS[value.lower()]
+    except KeyError:
+        raise VariableError(
+            f"{name}={cut(value)}: not a flag; write {name}=1, true or yes to turn it on, "
+            f"{name}=0, false or no to leave it off"
+        ) from None
+
+
+def _format(name: str, value: str) -> None:
+    if value not in FORMATS:
+        raise VariableError(f"{name}={cut(value)}: unknown format; use format=text or format=json")
+
+
+def _profile(name: str, value: str) -> None:
+    if value not in PROFILES:
+        raise VariableError(f"{name}={cut(value)}: unknown profile; use profile=demo or none")
+
+
+def _arch(name: str, value: str) -> None:
+    if value:  # arch= (empty) is the default arch set of the pins file
+        parse_archs(value)
+
+
+def _any(name: str, value: str) -> None:
+    """A value that only an action can check (a path, a commit)."""
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A command-line variable: what it does, and what can be checked of its value
+    without reading any file (raises VariableError)."""
+
+    doc: str
+    check: Callable[[str, str], object] = _any
+
+
+# Every variable a doit command takes, name -> what it does. One line per variable:
+# one not listed here is refused with a suggestion, never silently ignored.
+VARIABLES: dict[str, Variable] = {
+    "pins": Variable("the pins file; default pins.toml, or the profile's"),
+    "arch": Variable("the archs to build for, e.g. gfx942,gfx950; default [build].archs", _arch),
+    "locked": Variable("1 refuses anything unlocked, for CI", flag),
+    "network": Variable("docker build --network; default $VERL_GRAPH_NETWORK"),
+    "profile": Variable("demo builds the offline demo profile", _profile),
+    "format": Variable("text or json, for plan, patches and audit", _format),
+    "to": Variable("the commit or tag bump:<source> moves to"),
+    "force": Variable("1 lets a bump write despite a conflicting patch", flag),
+    "dry": Variable("1 makes a bump write nothing", flag),
+    "dockerfile": Variable("a plain Dockerfile for audit to check instead of the pins"),
+    "check": Variable("1 makes render only check that the docs are fresh", flag),
+}
+
+
+def command_line() -> dict[str, str]:
+    """This doit invocation's variables (``doit plan arch=gfx942``: ``{"arch": "gfx942"}``)."""
+    # doit offers only get_var(name), which cannot tell what was given that we do not
+    # know. It keeps them in this private global of doit==0.37.0 (pinned exactly), set
+    # before dodo.py is loaded; the one place that reads it. test_tasks fails if it moves.
+    given: dict[str, str] | None = doit_cmd._CMDLINE_VARS
+    return dict(given or {})  # None: not a doit run
+
+
+@dataclass(frozen=True)
+class Variables:
+    """The command line's variables, all known and checked."""
+
+    given: Mapping[str, str]
+
+    @classmethod
+    def checked(cls, given: Mapping[str, str]) -> Variables:
+        for name, value in sorted(given.items()):
+            known = VARIABLES.get(name)
+            if known is None:
+                raise VariableError(_unknown(name, value))
+            known.check(name, value)
+        return cls(dict(given))
+
+    def text(self, name: str, default: str = "") -> str:
+        return self.given.get(_known(name), default)
+
+    def flag(self, name: str) -> bool:
+        return flag(name, self.given.get(_known(name), "0"))
+
+
+def _known(name: str) -> str:
+    if name not in VARIABLES:
+        raise KeyError(f"variable {name!r} is read but not in tasks.VARIABLES")  # a bug
+    return name
+
+
+def _unknown(name: str, value: str) -> str:
+    close = closest(name, sorted(VARIABLES))
+    hint = f"did you mean {close}= ({VARIABLES[close].doc})? " if close else ""
+    return (
+        f"{cut(name)}={cut(value)}: unknown variable; "
+        f"{hint}known variables: {', '.join(sorted(VARIABLES))}"
+    )
 
 
 def resolve(options: Options) -> Options:
@@ -55,13 +166,9 @@ def run_for(options: Options) -> Run:
 
 
 def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise VariableError(f"format={fmt}: unknown format; use format=text or format=json")
-
-
-def _check_profile(options: Options) -> None:
-    if options.profile not in PROFILES:
-        raise VariableError(f"profile={options.profile}: unknown profile; use profile=demo or none")
+    """For report tasks made without the command line's check (the variables are checked
+    before any task is made)."""
+    _format("format", fmt)
 
 
 def _report(doc: str, action: Any) -> Task:
@@ -78,7 +185,6 @@ def _report(doc: str, action: Any) -> Task:
 def plan_task(options: Options, fmt: str) -> Task:
     def show() -> None:
         _check_format(fmt)
-        _check_profile(options)
         run = run_for(options)
         plans = plan.make_plan(run)
         print(plan.as_json(run, plans) if fmt == "json" else plan.as_text(run, plans))
@@ -259,7 +365,6 @@ def build_tasks(options: Options) -> Iterator[Task]:
 def _uptodate(check: Any, run: Run, stage: str) -> Any:
     def uptodate() -> bool:
         try:
-            _check_profile(run.options)
             return bool(check(run, stage))
         except GraphToolError:
             return False  # the action runs and reports the error in one line
@@ -268,7 +373,6 @@ def _uptodate(check: Any, run: Run, stage: str) -> Any:
 
 
 def _build(run: Run, stage: str) -> None:
-    _check_profile(run.options)
     started = time.monotonic()
     if build.build_stage(run, stage):
         print(f"built {stage} {run.keys[stage].short} in {time.monotonic() - started:.1f} s")

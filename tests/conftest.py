@@ -11,9 +11,15 @@ from typing import Any
 
 import pytest
 import tomlkit
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PINS = ROOT / "pins.toml"
+
+# Property tests run the same examples every time, here and in CI: a failure is
+# reproducible from the test alone, and no example database is written.
+settings.register_profile("repeatable", derandomize=True, database=None, deadline=None)
+settings.load_profile("repeatable")
 
 
 def edit_toml(text: str, path: Sequence[str], value: Any) -> str:

@@ -72,6 +72,14 @@ def test_same_inputs_same_keys_in_another_process_and_another_checkout(tmp_path:
 # ------------------------------------------------------ exactly what changed
 
 
+def wheel_file(path: tuple[str, ...]) -> str:
+    """Another build of the wheel ``[wheels.<name>].file`` names, fit for its pins."""
+    name = path[1]
+    version = REAL.wheels[name].version or "9.9.9"
+    python = REAL.python.version.replace(".", "")
+    return f"{name}-{version}+rocm9.9.9.gitdeadbeef-cp{python}-cp{python}-linux_x86_64.whl"
+
+
 def mutated(leaf: Leaf) -> Any:
     """Another valid value for a pin, of the same kind."""
     value, kind = leaf.value, leaf.kind
@@ -86,17 +94,18 @@ def mutated(leaf: Leaf) -> Any:
             kinds.ARCH: "gfx90a",
             kinds.REPO_FILE: "docker/files/verify_dists.py",
             kinds.ENV_NAME: "EXTRA_ARCHS",
-            kinds.ABS_PATH: "/opt/extra",
+            kinds.PRUNE_DIR: "/opt/extra",
         }
         extra = extras[kind] if kind is not None and kind in extras else "extra"
         return [*value, extra]
+    if kind is kinds.WHEEL_FILE:
+        return wheel_file(leaf.path)
     samples = {
         kinds.COMMIT: "f" * 40,
         kinds.SHA256: "e" * 64,
         kinds.DIGEST: "sha256:" + "d" * 64,
         kinds.VERSION: "9.9.9",
         kinds.APT_VERSION: "9.9-1",
-        kinds.WHEEL_FILE: "torch-9.9.9-cp312-cp312-linux_x86_64.whl",
         kinds.IMAGE: "docker.io/library/ubuntu:22.04",
         kinds.PYTHON_VERSION: "3.13",
         kinds.SIZE: "51G",
@@ -141,6 +150,34 @@ def test_changing_one_pin_changes_exactly_its_readers_and_their_descendants(
     changed = {name for name in before if before[name] != after[name]}
     # A location (mirror, index URL) says where content comes from, not what it is.
     assert changed == (set() if leaf.location else downstream(readers(leaf.path)))
+
+
+LISTS = [leaf for leaf in LEAVES if isinstance(leaf.value, tuple) and len(leaf.value) > 1]
+
+
+def test_patch_lists_are_the_ordered_ones() -> None:
+    for leaf in LEAVES:
+        patches = leaf.path[-1] == "patches" or leaf.path[:2] == ("python", "patches")
+        assert leaf.ordered == (patches and isinstance(leaf.value, tuple)), leaf.path
+    ordered = {format_path(leaf.path) for leaf in LISTS if leaf.ordered}
+    assert ordered == {"[sources.sglang].patches", "[sources.vllm].patches"}
+
+
+@pytest.mark.parametrize("leaf", LISTS, ids=[format_path(leaf.path) for leaf in LISTS])
+def test_the_order_of_a_list_changes_keys_exactly_when_the_list_is_ordered(
+    leaf: Leaf, pins_text: str
+) -> None:
+    assert isinstance(leaf.value, tuple)
+    reordered = [*leaf.value[1:], leaf.value[0]]
+    loaded = pins.loads(edit_toml(pins_text, leaf.path, reordered))
+    before, after = all_keys(REAL), all_keys(loaded)
+    changed = {name for name in before if before[name] != after[name]}
+    if leaf.ordered:  # patches: a later one sees the earlier ones applied
+        assert loaded.flat()[leaf.path] == tuple(reordered)
+        assert changed == downstream(readers(leaf.path))
+    else:  # a set: the order written never feeds a key
+        assert loaded.flat()[leaf.path] == leaf.value
+        assert changed == set()
 
 
 def test_adding_an_entry_to_a_table_changes_exactly_its_readers(pins_text: str) -> None:

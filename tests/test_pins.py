@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import PINS, delete_toml, edit_toml, run_doit
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocmgraph import kinds, pins
-from rocmgraph.errors import PinsError
+from rocmgraph.errors import LONGEST, PinsError, shown
 
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1030, "
@@ -115,8 +118,8 @@ BAD: dict[str, tuple[Edit, str]] = {
     ),
     "no jobs": (
         lambda t: edit_toml(t, ["build", "max_jobs"], 0),
-        "pins.toml: [build].max_jobs: 0 is not a number of jobs; "
-        "write a positive integer (vLLM needs about 4 GiB per job)",
+        "pins.toml: [build].max_jobs: 0 is out of range; "
+        "write an integer from 1 to 1024 (vLLM needs about 4 GiB per job)",
     ),
     "sha256": (
         lambda t: edit_toml(t, ["wheels", "torch", "sha256"], "ABC"),
@@ -131,12 +134,275 @@ BAD: dict[str, tuple[Edit, str]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD))
+def line_of(text: str, start: str) -> int:
+    """The number of the first line of ``text`` that starts with ``start``."""
+    return next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith(start))
+
+
+def setting(path: list[str], value: object) -> Edit:
+    return lambda t: edit_toml(t, path, value)
+
+
+def wheel_file(file: str, version: str = "2.12.0") -> Edit:
+    return lambda t: edit_toml(edit_toml(t, ["wheels", "torch", "file"], file),
+                               ["wheels", "torch", "version"], version)  # fmt: skip
+
+
+TORCH = "torch-2.12.0+rocm7.14.0.lw.git1a2b3c4d-cp312-cp312-linux_x86_64.whl"
+TRITON = "triton-3.7.0+rocm7.14.0.git0badcafe-cp312-cp312-linux_x86_64.whl"
+CUT_ITEM = f"'{'x' * 22}...{'x' * 23}'"  # reprlib's cut of each item
+NOT_NORMAL = "is not a normalised path (no //, /./, /../ or trailing /)"
+URL_HOST = "https://repo.radeon.com"
+
+# Issue 9: values that loaded (or crashed) before, each refused with one line.
+BAD_VALUES: dict[str, tuple[Edit, str]] = {
+    "no archs": (
+        lambda t: edit_toml(t, ["build", "archs"], []),
+        'pins.toml: [build].archs: lists nothing; list at least one, e.g. archs = ["gfx942"]',
+    ),
+    "an apt source without components": (
+        lambda t: edit_toml(t, ["rocm", "repos", "rocm", "components"], []),
+        "pins.toml: [rocm.repos.rocm].components: lists nothing; "
+        'list at least one, e.g. components = ["main"]',
+    ),
+    "image name in upper case": (
+        lambda t: edit_toml(t, ["image", "name"], "Verl-ROCm"),
+        "pins.toml: [image].name: 'Verl-ROCm' has upper case, which docker refuses in an "
+        "image name; write 'verl-rocm'",
+    ),
+    "image name with a tag": (
+        lambda t: edit_toml(t, ["image", "name"], "verl-rocm:latest"),
+        "pins.toml: [image].name: 'verl-rocm:latest' is not a docker image name (lower-case "
+        "words joined by . _ -); write a docker repository name such as verl-rocm or "
+        "registry.example.org/verl",
+    ),
+    "image name with two dots": (
+        lambda t: edit_toml(t, ["image", "name"], "verl..rocm"),
+        "pins.toml: [image].name: 'verl..rocm' is not a docker image name (lower-case "
+        "words joined by . _ -); write a docker repository name such as verl-rocm or "
+        "registry.example.org/verl",
+    ),
+    "image name too long for its stage images": (
+        lambda t: edit_toml(t, ["image", "name"], "v" * 224),
+        f"pins.toml: [image].name: '{'v' * 200}…' (224 characters) is longer than the 223 "
+        "characters docker leaves it; write a docker repository name such as verl-rocm or "
+        "registry.example.org/verl",
+    ),
+    "base image in upper case": (
+        lambda t: edit_toml(t, ["base", "image"], "docker.io/ROCm/primus:v26.4"),
+        "pins.toml: [base].image: 'docker.io/ROCm/primus:v26.4' has upper case, which docker "
+        "refuses in an image name; write 'docker.io/rocm/primus:v26.4'",
+    ),
+    "base image tag too long": (
+        lambda t: edit_toml(t, ["base", "image"], "rocm/primus:" + "v" * 129),
+        f"pins.toml: [base].image: 'rocm/primus:{'v' * 129}' is not an image reference "
+        "(registry/name:tag; the digest goes in `digest`); "
+        "write registry/name:tag and put the digest in its own key",
+    ),
+    "wheel of another project": (
+        wheel_file(TRITON),
+        f"pins.toml: [wheels.torch].file: '{TRITON}' is a wheel of triton, not of torch; "
+        "pin a torch wheel here, or this one in [wheels.triton]",
+    ),
+    "wheel of another version": (
+        wheel_file(TORCH.replace("2.12.0", "2.11.0")),
+        f"pins.toml: [wheels.torch].file: '{TORCH.replace('2.12.0', '2.11.0')}' is torch "
+        "2.11.0+rocm7.14.0.lw.git1a2b3c4d, but [wheels.torch].version is 2.12.0; "
+        'pin a file of 2.12.0, or set version = "2.11.0"',
+    ),
+    "wheel of a pre-release of the version": (
+        wheel_file(TORCH.replace("2.12.0", "2.12.0rc1")),
+        f"pins.toml: [wheels.torch].file: '{TORCH.replace('2.12.0', '2.12.0rc1')}' is torch "
+        "2.12.0rc1+rocm7.14.0.lw.git1a2b3c4d, but [wheels.torch].version is 2.12.0; "
+        'pin a file of 2.12.0, or set version = "2.12.0rc1"',
+    ),
+    "wheel of another build than the local version pinned": (
+        wheel_file(TORCH, "2.12.0+rocm7.14.0.lw.git5e6f7a8b"),
+        f"pins.toml: [wheels.torch].file: '{TORCH}' is torch 2.12.0+rocm7.14.0.lw.git1a2b3c4d, "
+        "but [wheels.torch].version is 2.12.0+rocm7.14.0.lw.git5e6f7a8b; pin a file of "
+        '2.12.0+rocm7.14.0.lw.git5e6f7a8b, or set version = "2.12.0+rocm7.14.0.lw.git1a2b3c4d"',
+    ),
+    "wheel for another Python": (
+        wheel_file(TORCH.replace("cp312", "cp311")),
+        f"pins.toml: [wheels.torch].file: '{TORCH.replace('cp312', 'cp311')}' is for cp311, "
+        "but [python].version is 3.12; pin the cp312 build",
+    ),
+    "wheel for another platform": (
+        wheel_file("torch-2.12.0-cp312-cp312-macosx_11_0_arm64.whl"),
+        "pins.toml: [wheels.torch].file: 'torch-2.12.0-cp312-cp312-macosx_11_0_arm64.whl' is "
+        "for macosx_11_0_arm64, not linux x86_64; "
+        "pin a linux_x86_64, manylinux_*_x86_64 or any build",
+    ),
+    "wheel for musl": (
+        wheel_file("torch-2.12.0-cp312-cp312-musllinux_1_2_x86_64.whl"),
+        "pins.toml: [wheels.torch].file: 'torch-2.12.0-cp312-cp312-musllinux_1_2_x86_64.whl' "
+        "is for musllinux_1_2_x86_64, not linux x86_64; "
+        "pin a linux_x86_64, manylinux_*_x86_64 or any build",
+    ),
+    "port above 65535": (
+        lambda t: edit_toml(t, ["rocm", "key_url"], f"{URL_HOST}:99999/rocm.gpg.key"),
+        f"pins.toml: [rocm].key_url: '{URL_HOST}:99999/rocm.gpg.key' has no valid port; "
+        "write a port from 1 to 65535, or none",
+    ),
+    "port 0": (
+        lambda t: edit_toml(t, ["rocm", "key_url"], f"{URL_HOST}:0/rocm.gpg.key"),
+        f"pins.toml: [rocm].key_url: '{URL_HOST}:0/rocm.gpg.key' has no valid port; "
+        "write a port from 1 to 65535, or none",
+    ),
+    "port that is no number": (
+        lambda t: edit_toml(t, ["sources", "vllm", "repo"], "https://github.com:ssh/vllm"),
+        "pins.toml: [sources.vllm].repo: 'https://github.com:ssh/vllm' has no valid port; "
+        "write a port from 1 to 65535, or none",
+    ),
+    "a bracketed host is refused before it is read": (
+        lambda t: edit_toml(t, ["python", "index"], "https://[pypi.org/simple"),
+        "pins.toml: [python].index: 'https://[pypi.org/simple' has characters that "
+        "could reach a shell unquoted: '['; use only letters, digits and . _ : / @ % + = , ~ ^ -",
+    ),
+    "credentials in a URL": (
+        lambda t: edit_toml(t, ["python", "index"], "https://ci:s3cret@pypi.example.org/simple"),
+        "pins.toml: [python].index: 'https://***@pypi.example.org/simple' has credentials in "
+        "it; keep them out of the pins file: use docker's config or ~/.netrc",
+    ),
+    "a token in a URL, with shell characters": (
+        lambda t: edit_toml(t, ["sources", "vllm", "mirror"], "https://x:pa$$@git.example.org/v"),
+        "pins.toml: [sources.vllm].mirror: 'https://***@git.example.org/v' has characters that "
+        "could reach a shell unquoted: '$'; use only letters, digits and . _ : / @ % + = , ~ ^ -",
+    ),
+    "relative prune dir": (
+        lambda t: edit_toml(t, ["prune", "dirs"], ["opt/rocm/lib"]),
+        "pins.toml: [prune].dirs: 'opt/rocm/lib' is not an absolute path; "
+        "write an absolute path such as /opt/rocm/lib",
+    ),
+    "prune dir that is the root": (
+        lambda t: edit_toml(t, ["prune", "dirs"], ["/opt/rocm/lib", "/"]),
+        "pins.toml: [prune].dirs: '/' would prune the whole file system; "
+        "name the folders that hold kernel files, e.g. /opt/rocm/lib",
+    ),
+    "prune dir that is the root in disguise": (
+        lambda t: edit_toml(t, ["prune", "dirs"], ["/opt/.."]),
+        f"pins.toml: [prune].dirs: '/opt/..' {NOT_NORMAL}; "
+        "name the folders that hold kernel files, e.g. /opt/rocm/lib",
+    ),
+    "venv that is not normalised": (
+        lambda t: edit_toml(t, ["python", "venv"], "/opt/venv/"),
+        f"pins.toml: [python].venv: '/opt/venv/' {NOT_NORMAL}; write '/opt/venv'",
+    ),
+    "a day that does not exist": (
+        lambda t: edit_toml(t, ["image", "released"], "2026-02-30"),
+        "pins.toml: [image].released: '2026-02-30' is not a day of the calendar; "
+        'write a date of the calendar, e.g. "2026-07-20"',
+    ),
+    "a date written as TOML's": (
+        lambda t: t.replace('released = "2026-07-20"', "released = 2026-07-20"),
+        "pins.toml: [image].released: expected a string, got a date "
+        "datetime.date(2026, 7, 20); write a string",
+    ),
+    "too many jobs": (
+        lambda t: edit_toml(t, ["build", "max_jobs"], 1025),
+        "pins.toml: [build].max_jobs: 1025 is out of range; "
+        "write an integer from 1 to 1024 (vLLM needs about 4 GiB per job)",
+    ),
+    "a 64-bit number of jobs": (
+        lambda t: edit_toml(t, ["build", "max_jobs"], 2**63 - 1),
+        f"pins.toml: [build].max_jobs: {2**63 - 1} is out of range; "
+        "write an integer from 1 to 1024 (vLLM needs about 4 GiB per job)",
+    ),
+    "apt priority 0": (
+        lambda t: edit_toml(t, ["rocm", "pin_priority"], 0),
+        "pins.toml: [rocm].pin_priority: 0 is out of range; "
+        "write an integer from 1 to 32767 (an apt pin priority)",
+    ),
+    "apt priority beyond 16 bits": (
+        lambda t: edit_toml(t, ["rocm", "pin_priority"], 32768),
+        "pins.toml: [rocm].pin_priority: 32768 is out of range; "
+        "write an integer from 1 to 32767 (an apt pin priority)",
+    ),
+    "an integer of thousands of digits": (
+        lambda t: t.replace("max_jobs = 64", "max_jobs = " + "6" * 5000),
+        f"pins.toml: line {line_of(PINS.read_text(), 'max_jobs')}: invalid TOML: an integer "
+        "of thousands of digits; write an integer that fits in 64 bits",
+    ),
+    "nesting too deep": (
+        lambda t: t.replace("max_jobs = 64", "max_jobs = " + "[" * 1000 + "]" * 1000),
+        f"pins.toml: line {line_of(PINS.read_text(), 'max_jobs')}: invalid TOML: arrays or "
+        "inline tables nested too deep; flatten the value (pins nest at most a few levels)",
+    ),
+    "nesting too deep, over lines, strings and comments": (
+        lambda t: t.replace(
+            "max_jobs = 64",
+            'max_jobs = ["]]", \'[\', """\n[""", # [[\n' + "{a=[" * 300 + "1" + "]}" * 300 + "]",
+        ),
+        f"pins.toml: line {line_of(PINS.read_text(), 'max_jobs') + 2}: invalid TOML: arrays "
+        "or inline tables nested too deep; flatten the value (pins nest at most a few levels)",
+    ),
+    "a byte order mark": (
+        lambda t: "\ufeff" + t,
+        "pins.toml: line 1, column 1: starts with a UTF-8 byte order mark (BOM), which TOML "
+        "does not allow; save the file as UTF-8 without a byte order mark",
+    ),
+    "a huge value is cut": (
+        lambda t: edit_toml(t, ["sources", "vllm", "commit"], "z" * 5_000_000),
+        f"pins.toml: [sources.vllm].commit: '{'z' * 200}…' (5000000 characters) is not a git "
+        "commit id (hex digits only); write the full 40-hex commit id",
+    ),
+    "a huge key is cut": (
+        lambda t: edit_toml(t, ["build", "k" * 1_000_000], 1),
+        f"pins.toml: [build]: unknown key '{'k' * 200}…' (1000000 characters); "
+        "known keys: archs, ccache_maxsize, max_jobs",
+    ),
+    "a huge array where a string belongs is cut": (
+        lambda t: t.replace(  # as text: tomlkit is slow over 5000 items
+            'version = "rocm7.14_torch2.12_release_0724"',
+            "version = [" + ", ".join([f'"{"x" * 1000}"'] * 5000) + "]",
+        ),
+        "pins.toml: [image].version: expected a string, got an array "
+        f"[{CUT_ITEM}, {CUT_ITEM}, {CUT_ITEM}, {CUT_ITEM}, ...]; write a string",
+    ),
+    "a key that TOML must quote is quoted": (
+        lambda t: t + '\n[sources."v.llm"]\nrepo = "https://github.com/vllm-project/vllm"\n',
+        'pins.toml: [sources."v.llm"].branch: missing; add `branch = ...` to [sources."v.llm"]',
+    ),
+    "a key on two lines stays on one": (
+        lambda t: t + '\n[sources."v\\nllm"]\nrepo = "https://github.com/vllm-project/vllm"\n',
+        "pins.toml: [sources]: key 'v\\nllm' has characters that could reach a shell "
+        "unquoted: '\\n'; use letters, digits, '.', '_' and '-'",
+    ),
+    "many characters that could reach a shell": (
+        lambda t: edit_toml(t, ["env", "NCCL_DEBUG"], "".join(chr(c) for c in range(0x100, 0x300))),
+        "pins.toml: [env].NCCL_DEBUG: '"
+        + "".join(chr(c) for c in range(0x100, 0x1C8))
+        + "…' (512 characters) has characters that could reach a shell unquoted: "
+        + " ".join(repr(chr(c)) for c in range(0x100, 0x10A))
+        + " and 502 more; use only letters, digits and . _ : / @ % + = , ~ ^ -",
+    ),
+}
+
+# Paths that are absolute but not normalised, and what the message says to write instead.
+NOT_NORMAL_DIRS = {
+    "/opt//rocm/lib": "/opt/rocm/lib",
+    "//opt/rocm/lib": "/opt/rocm/lib",
+    "/opt/rocm/lib/": "/opt/rocm/lib",
+    "/opt/./rocm/lib": "/opt/rocm/lib",
+    "/opt/rocm/lib/.": "/opt/rocm/lib",
+    "/opt/rocm/lib/../share": "/opt/rocm/share",
+}
+BAD_VALUES |= {
+    f"prune dir {written}": (
+        setting(["prune", "dirs"], [written]),
+        f"pins.toml: [prune].dirs: {written!r} {NOT_NORMAL}; write {fixed!r}",
+    )
+    for written, fixed in NOT_NORMAL_DIRS.items()
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD) + sorted(BAD_VALUES))
 def test_bad_pins_give_one_exact_line(case: str, pins_text: str) -> None:
-    edit, message = BAD[case]
+    edit, message = BAD.get(case) or BAD_VALUES[case]
     with pytest.raises(PinsError) as caught:
         pins.loads(edit(pins_text), "pins.toml")
     assert str(caught.value) == message
+    assert len(message.splitlines()) == 1
 
 
 def test_real_pins_load_into_frozen_typed_values() -> None:
@@ -249,3 +515,118 @@ def test_bad_pins_exit_without_traceback(write_pins: Callable[[str], Path], pins
         f"error: {bad}: [sources.vllm].commit: 'not-a-commit' is not a git commit id "
         "(hex digits only); write the full 40-hex commit id\n"
     )
+
+
+GOOD_VALUES: dict[str, tuple[Edit, Callable[[pins.Pins], object], object]] = {
+    "a manylinux wheel": (
+        wheel_file("torch-2.12.0-cp312-cp312-manylinux_2_28_x86_64.whl"),
+        lambda p: p.wheels["torch"].file,
+        "torch-2.12.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+    ),
+    "a pure-Python wheel": (
+        wheel_file("torch-2.12.0-py3-none-any.whl"),
+        lambda p: p.wheels["torch"].file,
+        "torch-2.12.0-py3-none-any.whl",
+    ),
+    "a build of the public version pinned": (
+        wheel_file(TORCH),
+        lambda p: p.wheels["torch"].file,
+        TORCH,
+    ),
+    "the build the local version pins": (
+        wheel_file(TORCH, "2.12.0+rocm7.14.0.lw.git1a2b3c4d"),
+        lambda p: p.wheels["torch"].version,
+        "2.12.0+rocm7.14.0.lw.git1a2b3c4d",
+    ),
+    "a file beside no version": (
+        wheel_file(TORCH.replace("2.12.0", "2.13.0rc2"), ""),
+        lambda p: p.wheels["torch"].file,
+        TORCH.replace("2.12.0", "2.13.0rc2"),
+    ),
+    "an image name in a registry with a port": (
+        lambda t: edit_toml(t, ["image", "name"], "127.0.0.1:5000/verl__rocm"),
+        lambda p: p.image.name,
+        "127.0.0.1:5000/verl__rocm",
+    ),
+    "a base image from a host with capitals": (
+        lambda t: edit_toml(t, ["base", "image"], "Registry.Example.org/rocm/primus:V26.4"),
+        lambda p: p.base.image,
+        "Registry.Example.org/rocm/primus:V26.4",
+    ),
+    "the bounds of an integer": (
+        lambda t: edit_toml(edit_toml(t, ["build", "max_jobs"], 1024), ["rocm", "pin_priority"], 1),
+        lambda p: (p.build.max_jobs, p.rocm.pin_priority),
+        (1024, 1),
+    ),
+    "a leap day": (
+        lambda t: edit_toml(t, ["image", "released"], "2028-02-29"),
+        lambda p: p.image.released,
+        "2028-02-29",
+    ),
+    "a loopback URL with its port": (
+        lambda t: edit_toml(t, ["python", "index"], "http://127.0.0.1:65535/simple"),
+        lambda p: p.python.index,
+        "http://127.0.0.1:65535/simple",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GOOD_VALUES))
+def test_values_next_to_the_refused_ones_load(case: str, pins_text: str) -> None:
+    edit, read, expected = GOOD_VALUES[case]
+    assert read(pins.loads(edit(pins_text))) == expected
+
+
+def test_a_file_that_is_not_utf8_names_the_line(write_pins: Callable[[str], Path]) -> None:
+    path = write_pins("")
+    path.write_bytes(b"[image]\nname = 'verl'\nversion = '\xff'\n")
+    with pytest.raises(PinsError) as caught:
+        pins.load(path)
+    assert str(caught.value) == (
+        f"{path}: line 3: is not UTF-8 (byte 0xff at offset 33); save the file as UTF-8"
+    )
+
+
+def test_a_file_with_a_byte_order_mark_is_explained(
+    write_pins: Callable[[str], Path], pins_text: str
+) -> None:
+    path = write_pins("")
+    path.write_text(pins_text, encoding="utf-8-sig")  # what Notepad writes
+    with pytest.raises(PinsError) as caught:
+        pins.load(path)
+    assert str(caught.value) == (
+        f"{path}: line 1, column 1: starts with a UTF-8 byte order mark (BOM), which TOML "
+        "does not allow; save the file as UTF-8 without a byte order mark"
+    )
+
+
+def test_a_folder_is_not_a_pins_file(tmp_path: Path) -> None:
+    with pytest.raises(PinsError) as caught:
+        pins.load(tmp_path)
+    assert str(caught.value) == f"{tmp_path}: cannot be read (Is a directory); check the file"
+
+
+def test_patches_keep_the_order_they_are_written_in(pins_text: str) -> None:
+    written = pins.load(PINS).sources["sglang"].patches
+    swapped = [written[1], written[0], *written[2:]]
+    loaded = pins.loads(edit_toml(pins_text, ["sources", "sglang", "patches"], swapped))
+    assert loaded.sources["sglang"].patches == tuple(swapped)
+    megatron = ["docker/patches/megatron-core/b.patch", "docker/patches/megatron-core/a.patch"]
+    loaded = pins.loads(edit_toml(pins_text, ["python", "patches", "megatron-core"], megatron))
+    assert loaded.python.patches["megatron-core"] == tuple(megatron)
+
+
+@given(st.text() | st.text(alphabet="ab/:@'\n\u2028…", max_size=5_000))
+def test_a_message_quotes_any_value_on_one_short_line(value: str) -> None:
+    quoted = shown(value)
+    assert len(quoted.splitlines()) == 1
+    assert len(quoted) <= 4 * LONGEST + 40  # an escape is at most 4 characters; then the length
+    if "://" in value and "@" in value:
+        return  # credentials hidden: tested with the pins above
+    if len(value) > LONGEST:
+        suffix = f" ({len(value)} characters)"
+        assert quoted.endswith(suffix)
+        quoted = quoted.removesuffix(suffix)
+        assert quoted[-2] == "…"
+        quoted = quoted[:-2] + quoted[-1]
+    assert ast.literal_eval(quoted) == value[:LONGEST]  # a prefix of the value, quoted as is

@@ -95,3 +95,56 @@ def test_an_unknown_target_arch_is_refused(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         prune.main(["--keep", "gfx943", "/opt/rocm/lib"])
     assert "unknown arch 'gfx943'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("root", ["opt/rocm-gfx942/lib", "gfx90a", "build_gfx1100_gfx950/rocm"])
+def test_the_arch_is_read_below_the_prune_dir_never_above_it(tmp_path: Path, root: str) -> None:
+    top = tmp_path / root
+    for name in NAMES:
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).write_bytes(b"x")
+    report = prune.prune([str(top)], ["gfx950"])
+    gone = {p for p, arch in NAMES.items() if arch is not None and arch != "gfx950"}
+    assert {p for p in NAMES if not (top / p).exists()} == gone  # as under a neutral root
+    assert report["removed_files"] == len(gone)
+    by_arch = report["removed_by_arch"]
+    assert isinstance(by_arch, dict)
+    assert set(by_arch) == {NAMES[p] for p in gone}
+
+
+def make_tree(top: Path, files: list[str], links: dict[str, str]) -> None:
+    for name in files:
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).write_bytes(b"kernel")
+    for name, target in links.items():
+        (top / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / name).symlink_to(target)
+
+
+LIBRARY = "lib/hipblaslt/library"
+FILES = [f"{LIBRARY}/gfx942/Kernels.co", f"{LIBRARY}/gfx950/Kernels.co", f"{LIBRARY}/Kernels.so-000-gfx942.hsaco"]  # fmt: skip
+# A link's name decides, whatever it points to: name -> (target, removed when keeping gfx942)
+LINKS = {
+    f"{LIBRARY}/Kernels.so-000-gfx90a.hsaco": ("Kernels.so-000-gfx942.hsaco", True),  # to a kept file
+    f"{LIBRARY}/gfx90a": ("gfx942", True),  # to a kept folder: not followed, its files stay
+    f"{LIBRARY}/gfx1100": ("gfx950", True),  # to a folder that is pruned itself
+    f"{LIBRARY}/gfx1201": ("empty", True),  # to an empty folder (rmdir would fail on a link)
+    f"{LIBRARY}/gfx1030.kdb": ("nowhere", True),  # dangling
+    f"{LIBRARY}/gfx908": ("../../../outside", True),  # to a folder outside the prune dir
+    f"{LIBRARY}/current": ("gfx942", False),  # no arch in its name: kept
+    f"{LIBRARY}/TensileLibrary_lazy_gfx942.dat": ("gfx950/Kernels.co", False),  # a kept arch
+}  # fmt: skip
+
+
+def test_links_named_for_a_removed_arch_go_as_links(tmp_path: Path) -> None:
+    top = tmp_path / "rocm"
+    make_tree(top, [*FILES, "outside/gfx908.kdb"], {name: t for name, (t, _) in LINKS.items()})
+    (top / LIBRARY / "empty").mkdir()
+    report = prune.prune([str(top / "lib")], ["gfx942"])
+    removed = {name for name, (_, gone) in LINKS.items() if gone}
+    assert {name for name in LINKS if not (top / name).is_symlink()} == removed
+    assert (top / LIBRARY / "gfx942" / "Kernels.co").is_file()  # behind a removed link
+    assert (top / "outside" / "gfx908.kdb").is_file()  # outside the prune dir: not ours
+    assert (top / LIBRARY / "empty").is_dir()  # a folder with no arch, behind a removed link
+    assert not (top / LIBRARY / "gfx950").exists()  # a real folder of another arch
+    assert report["removed_files"] == len(removed) + 1  # the links and gfx950/Kernels.co

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import run_doit
+import pytest
+from conftest import ROOT, run_doit
+from doit import doit_cmd
+from hypothesis import given
+from hypothesis import strategies as st
 
 import stages
+from rocmgraph import tasks
+from rocmgraph.errors import VariableError, cut
 
 
 def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
@@ -46,3 +52,132 @@ def test_the_plan_still_shows_keys_without_an_engine(tmp_path: Path) -> None:
 def test_build_runs_parents_first() -> None:
     result = run_doit("info", "build:vllm")
     assert "build:wheels" in result.stdout
+
+
+# ------------------------------------------------------ command-line variables
+
+KNOWN = "arch, check, dockerfile, dry, force, format, locked, network, pins, profile, to"
+ARCHS = (
+    "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1030, "
+    "gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, gfx1200, gfx1201, gfx1250"
+)
+BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
+    "unknown, with the close one and what it does": (
+        {"archs": "gfx942"},
+        "archs=gfx942: unknown variable; did you mean arch= (the archs to build for, e.g. "
+        f"gfx942,gfx950; default [build].archs)? known variables: {KNOWN}",
+    ),
+    "unknown, nothing close": (
+        {"colour": "1"},
+        f"colour=1: unknown variable; known variables: {KNOWN}",
+    ),
+    "unknown, beside good ones": (
+        {"arch": "gfx942", "fromat": "json"},
+        "fromat=json: unknown variable; did you mean format= (text or json, for plan, "
+        f"patches and audit)? known variables: {KNOWN}",
+    ),
+    "flag that is not a flag": (
+        {"force": "maybe"},
+        "force=maybe: not a flag; write force=1, true or yes to turn it on, "
+        "force=0, false or no to leave it off",
+    ),
+    "empty flag": (
+        {"locked": ""},
+        "locked=: not a flag; write locked=1, true or yes to turn it on, "
+        "locked=0, false or no to leave it off",
+    ),
+    "unknown arch": (
+        {"arch": "gfx942;gfx943"},
+        "arch=gfx942;gfx943: unknown GPU architecture 'gfx943'; did you mean 'gfx942'? "
+        f"known archs: {ARCHS}",
+    ),
+    "arch that names none": (
+        {"arch": ",;"},
+        "arch=',;': names no architecture; write e.g. arch=gfx942",
+    ),
+    "format": ({"format": "yaml"}, "format=yaml: unknown format; use format=text or format=json"),
+    "profile": ({"profile": "dmeo"}, "profile=dmeo: unknown profile; use profile=demo or none"),
+    "a huge value is cut": (
+        {"arch": "x" * 5_000_000},
+        f"arch={'x' * 200}… (5000000 characters): unknown GPU architecture "
+        f"'{'x' * 200}…' (5000000 characters); known archs: {ARCHS}",
+    ),
+    "a value on two lines stays on one": (
+        {"format": "json\ntext"},
+        "format=json\\ntext: unknown format; use format=text or format=json",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VARIABLES))
+def test_a_wrong_variable_is_one_exact_line(case: str) -> None:
+    given, message = BAD_VARIABLES[case]
+    with pytest.raises(VariableError) as caught:
+        tasks.Variables.checked(given)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("word", ["1", "true", "yes", "0", "false", "no"])
+def test_a_flag_takes_its_six_words_in_any_case(word: str) -> None:
+    on = word in ("1", "true", "yes")
+    for spelling in {word, word.upper(), word.title()}:
+        assert tasks.Variables.checked({"force": spelling}).flag("force") is on
+
+
+@given(st.text())
+def test_no_other_flag_value_is_guessed(value: str) -> None:
+    if value.lower() in tasks.FLAG_WORDS:
+        assert tasks.flag("dry", value) is (value.lower() in ("1", "true", "yes"))
+        return
+    with pytest.raises(VariableError) as caught:
+        tasks.flag("dry", value)
+    assert str(caught.value).startswith(f"dry={cut(value)}: not a flag; ")
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def test_absent_flags_are_off_and_values_are_read_as_given() -> None:
+    variables = tasks.Variables.checked({"arch": "gfx950", "to": "v1.2"})
+    assert (variables.flag("force"), variables.flag("dry"), variables.flag("locked")) == (
+        False,
+        False,
+        False,
+    )
+    assert (variables.text("arch"), variables.text("to"), variables.text("format", "text")) == (
+        "gfx950",
+        "v1.2",
+        "text",
+    )
+    with pytest.raises(KeyError):
+        variables.text("archs")  # reading a variable the table lacks is a bug
+
+
+def test_the_variables_are_read_where_doit_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # doit==0.37.0 keeps the command line's variables in doit_cmd._CMDLINE_VARS (private):
+    # this fails if an upgrade moves them, instead of every variable going unchecked.
+    monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", None)
+    assert tasks.command_line() == {}
+    assert doit_cmd.DoitMain().process_args(["plan", "arch=gfx942", "x=a=b"]) == ["plan"]
+    assert tasks.command_line() == {"arch": "gfx942", "x": "a=b"}
+
+
+def test_every_variable_is_documented_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert [name for name in tasks.VARIABLES if f"`{name}=" not in readme] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "case"),
+    [
+        (("build:image", "archs=gfx942"), "unknown, with the close one and what it does"),
+        (("list", "force=maybe", "dry=false"), "flag that is not a flag"),
+        (("plan", "format=yaml"), "format"),
+    ],
+    ids=["unknown variable", "bad flag", "bad format"],
+)
+def test_a_wrong_command_stops_before_any_task_is_looked_at(
+    args: tuple[str, ...], case: str, tmp_path: Path
+) -> None:
+    # With no docker client every stage would report it; none does: nothing was looked at.
+    result = run_doit(*args, env={"VERL_GRAPH_DOCKER": str(tmp_path / "docker")})
+    message = BAD_VARIABLES[case][1]
+    assert (result.returncode, result.stdout, result.stderr) == (3, "", f"error: {message}\n")

@@ -6,6 +6,9 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from packaging.version import Version
 from servers import LoopbackServer, Route
 
 from rocmgraph.errors import FetchError
@@ -78,7 +81,9 @@ def test_no_match_and_unlisted_file_are_one_line() -> None:
         index.resolve("torch", wheel("2.13.0"), files, "3.12")
     assert str(caught.value) == (
         "[wheels.torch]: no wheel of torch 2.13.0 for cp312 x86_64 is listed in "
-        "https://repo.radeon.com/rocm/manylinux/rocm-rel-7.14/"
+        "https://repo.radeon.com/rocm/manylinux/rocm-rel-7.14/; nearest published: "
+        "2.12.0+rocm7.14.0.lw.git1a2b3c4d, 2.12.0+rocm7.14.0.lw.git5e6f7a8b; "
+        "pin one in [wheels.torch].version"
     )
     with pytest.raises(FetchError) as caught:
         index.resolve("torch", wheel(file="torch-9-cp312-cp312-linux_x86_64.whl"), files, "3.12")
@@ -86,6 +91,107 @@ def test_no_match_and_unlisted_file_are_one_line() -> None:
         "[wheels.torch].file torch-9-cp312-cp312-linux_x86_64.whl is not listed in "
         "https://repo.radeon.com/rocm/manylinux/rocm-rel-7.14/"
     )
+
+
+# repo.radeon.com's 7.0.2 folder, as it lists torch: builds side by side, dev builds,
+# other Pythons, and one file that is no wheel of this platform.
+RADEON_702 = [
+    "torch-2.8.0+rocm7.0.2.lw.git245bf6ed-cp312-cp312-linux_x86_64.whl",
+    "torch-2.8.0+rocm7.0.2.lw.git9e0a1b2c-cp312-cp312-linux_x86_64.whl",
+    "torch-2.8.0+rocm7.0.2.git245bf6ed-cp311-cp311-linux_x86_64.whl",
+    "torch-2.8.0rc3+rocm7.0.2.lw.git00aa11bb-cp312-cp312-linux_x86_64.whl",
+    "torch-2.7.1+rocm7.0.2.lw.git3c4d5e6f-cp312-cp312-linux_x86_64.whl",
+    "torch-2.9.1.dev20251204+rocm7.0.2.lw.git351ff442-cp312-cp312-linux_x86_64.whl",
+    "torch-2.9.0+rocm7.0.2.lw.gitdeadbeef-cp312-cp312-linux_x86_64.whl",
+    "torch-3.0.0+rocm7.0.2.lw.gitfeedface-cp312-cp312-linux_x86_64.whl",
+    "torch-2.8.1-cp312-cp312-macosx_11_0_arm64.whl",
+    "torchvision-0.23.0+rocm7.0.2.git824e8c87-cp312-cp312-linux_x86_64.whl",
+]
+FILES_702 = {name: f"https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/{name}"
+             for name in RADEON_702}  # fmt: skip
+INDEX_702 = "https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"
+
+
+@pytest.mark.parametrize("file", [f for f in RADEON_702 if "cp312-linux" in f])
+def test_a_full_local_version_resolves_exactly_that_build(file: str) -> None:
+    name = file.split("-", 1)[0]
+    version = file.split("-")[1]
+    assert index.resolve(name, wheel(version, idx=INDEX_702), FILES_702, "3.12") == file
+
+
+NOT_FOUND = {
+    "a release with none of its own builds": (
+        "2.8.2",
+        "2.8.0rc3+rocm7.0.2.lw.git00aa11bb, 2.8.0+rocm7.0.2.lw.git245bf6ed, "
+        "2.8.0+rocm7.0.2.lw.git9e0a1b2c, 2.9.0+rocm7.0.2.lw.gitdeadbeef, "
+        "2.7.1+rocm7.0.2.lw.git3c4d5e6f",
+    ),
+    "a build of a release that has others": (
+        "2.8.0+rocm7.0.2.lw.git0000000a",
+        "2.8.0rc3+rocm7.0.2.lw.git00aa11bb, 2.8.0+rocm7.0.2.lw.git245bf6ed, "
+        "2.8.0+rocm7.0.2.lw.git9e0a1b2c, 2.7.1+rocm7.0.2.lw.git3c4d5e6f, "
+        "2.9.0+rocm7.0.2.lw.gitdeadbeef",
+    ),
+    "a release that only has a dev build": (
+        "2.9.1",
+        "2.9.1.dev20251204+rocm7.0.2.lw.git351ff442, 2.9.0+rocm7.0.2.lw.gitdeadbeef, "
+        "2.8.0rc3+rocm7.0.2.lw.git00aa11bb, 2.8.0+rocm7.0.2.lw.git245bf6ed, "
+        "2.8.0+rocm7.0.2.lw.git9e0a1b2c",
+    ),
+    "a major release ahead": (
+        "3.1",
+        "3.0.0+rocm7.0.2.lw.gitfeedface, 2.9.1.dev20251204+rocm7.0.2.lw.git351ff442, "
+        "2.9.0+rocm7.0.2.lw.gitdeadbeef, 2.8.0rc3+rocm7.0.2.lw.git00aa11bb, "
+        "2.8.0+rocm7.0.2.lw.git245bf6ed",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_FOUND))
+def test_not_found_lists_the_nearest_versions_published(case: str) -> None:
+    asked, listed = NOT_FOUND[case]
+    with pytest.raises(FetchError) as caught:
+        index.resolve("torch", wheel(asked, idx=INDEX_702), FILES_702, "3.12")
+    assert str(caught.value) == (
+        f"[wheels.torch]: no wheel of torch {asked} for cp312 x86_64 is listed in {INDEX_702}; "
+        f"nearest published: {listed}; pin one in [wheels.torch].version"
+    )
+
+
+def test_not_found_where_nothing_of_it_runs_says_so() -> None:
+    with pytest.raises(FetchError) as caught:
+        index.resolve("torch", wheel("2.8.0", idx=INDEX_702), FILES_702, "3.13")
+    assert str(caught.value) == (
+        f"[wheels.torch]: no wheel of torch 2.8.0 for cp313 x86_64 is listed in {INDEX_702}; "
+        "it lists no torch wheel for cp313 x86_64"
+    )
+
+
+RELEASES = st.tuples(st.integers(0, 3), st.integers(0, 12), st.integers(0, 2))
+BUILDS = st.sampled_from(["", "rc1", ".dev1", "+rocm7.0.2.lw.gitab", "+rocm7.0.2.lw.gitcd"])
+
+
+def common_prefix(version: Version, pinned: Version) -> int:
+    pairs = zip(version.release, pinned.release, strict=True)
+    return next((i for i, (a, b) in enumerate(pairs) if a != b), len(pinned.release))
+
+
+@given(st.sets(st.tuples(RELEASES, BUILDS), max_size=20), RELEASES)
+def test_the_nearest_are_its_own_release_first_then_the_closest_series(
+    published: set[tuple[tuple[int, int, int], str]], asked: tuple[int, int, int]
+) -> None:
+    versions = {Version(".".join(map(str, release)) + build) for release, build in published}
+    pinned = Version(".".join(map(str, asked)))
+    found = index.nearest(pinned, versions)
+    assert len(found) == min(index.NEAREST, len(versions))
+    assert len(set(found)) == len(found)
+    assert set(found) <= versions
+    own = sorted(v for v in versions if v.release == pinned.release)
+    assert found[: len(own)] == own[: len(found)]  # its own release's builds first, in order
+    prefixes = [common_prefix(v, pinned) for v in found]
+    assert prefixes == sorted(prefixes, reverse=True)  # then the same minor, then the major
+    left_out = [common_prefix(v, pinned) for v in versions - set(found)]
+    assert all(prefix <= prefixes[-1] for prefix in left_out)  # none left out is closer
 
 
 def test_a_good_wheel_is_verified_and_stored_by_its_hash(tmp_path: Path) -> None:

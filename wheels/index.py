@@ -11,11 +11,12 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from rocmgraph.errors import FetchError
 from rocmgraph.pins import Wheel
+from wheels.names import WheelName, interpreter, version_fits
 
 
 class _Links(HTMLParser):
@@ -47,7 +48,11 @@ def file_url(index_url: str, file: str) -> str:
 
 
 def resolve(name: str, wheel: Wheel, files: dict[str, str], python: str) -> str:
-    """The one file of ``files`` that the pin ``[wheels.<name>]`` means, for Python ``3.12``."""
+    """The one file of ``files`` that the pin ``[wheels.<name>]`` means, for Python ``3.12``.
+
+    A version without a local part (``2.12.0``) resolves to the one build of it; a full
+    local version (``2.8.0+rocm7.0.2.lw.git245bf6ed``) to exactly that build.
+    """
     where = f"[wheels.{name}]"
     if wheel.file:
         if wheel.file not in files:
@@ -55,12 +60,23 @@ def resolve(name: str, wheel: Wheel, files: dict[str, str], python: str) -> str:
         return wheel.file
     if not wheel.version:
         raise FetchError(f"{where}: neither file nor version is pinned; pin the version first")
-    interpreter = "cp" + python.replace(".", "")
-    matches = sorted(f for f in files if _matches(f, name, wheel.version, interpreter))
+    pinned = Version(wheel.version)
+    builds = [
+        parsed
+        for parsed in map(WheelName.parse, files)
+        if parsed and parsed.project == canonicalize_name(name) and parsed.runs_on(python)
+    ]
+    matches = sorted(build.file for build in builds if version_fits(build.version, pinned))
     if not matches:
+        published = nearest(pinned, {build.version for build in builds})
+        found = (
+            f"; nearest published: {', '.join(map(str, published))}; pin one in {where}.version"
+            if published
+            else f"; it lists no {name} wheel for {interpreter(python)} x86_64"
+        )
         raise FetchError(
-            f"{where}: no wheel of {name} {wheel.version} for {interpreter} x86_64 "
-            f"is listed in {wheel.index}"
+            f"{where}: no wheel of {name} {wheel.version} for {interpreter(python)} x86_64 "
+            f"is listed in {wheel.index}{found}"
         )
     if len(matches) > 1:
         raise FetchError(
@@ -70,15 +86,30 @@ def resolve(name: str, wheel: Wheel, files: dict[str, str], python: str) -> str:
     return matches[0]
 
 
-def _matches(file: str, name: str, version: str, interpreter: str) -> bool:
-    try:
-        dist, found, _build, tags = parse_wheel_filename(file)
-    except InvalidWheelFilename:
-        return False
-    if dist != canonicalize_name(name) or found.public != Version(version).public:
-        return False
-    return any(
-        tag.interpreter in (interpreter, "py3")
-        and (tag.platform == "any" or tag.platform.endswith("x86_64"))
-        for tag in tags
-    )
+NEAREST = 5  # versions a "not found" names
+
+
+def nearest(pinned: Version, published: set[Version]) -> list[Version]:
+    """The published versions closest to ``pinned``, closest first.
+
+    Closest is the longest run of leading release numbers in common (so builds of
+    its own release, pre-releases, dev and local builds, come first, then the same
+    minor series, then the same major), then the fewest releases apart in version
+    order: for 3.1, 3.0.0 then 2.9.1, 2.9.0, 2.8.0; for 2.8.2, 2.8.0 then 2.9.0, 2.7.1.
+    """
+    width = max((len(v.release) for v in (pinned, *published)), default=0)
+    ours = _padded(pinned.release, width)
+    order = sorted({_padded(v.release, width) for v in published} | {ours})
+
+    def closeness(version: Version) -> tuple[int, int, Version]:
+        theirs = _padded(version.release, width)
+        common = next(
+            (i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b), width
+        )
+        return -common, abs(order.index(theirs) - order.index(ours)), version
+
+    return sorted(published, key=closeness)[:NEAREST]
+
+
+def _padded(release: tuple[int, ...], width: int) -> tuple[int, ...]:
+    return release + (0,) * (width - len(release))

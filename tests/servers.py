@@ -94,6 +94,12 @@ class LoopbackServer(_Served):
         handler.wfile.write(route.body)
 
 
+def closed_url() -> str:
+    """An http://127.0.0.1 URL where nothing listens (a server's port, once it is gone)."""
+    with LoopbackServer() as server:
+        return server.url
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-c", "protocol.file.allow=always", *args],

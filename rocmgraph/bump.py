@@ -55,9 +55,7 @@ class Bump:
 
     @property
     def stopped(self) -> str:
-        """Why nothing may be written for it (unless forced), or ""."""
-        if self.unknown:
-            return "it could not be checked"
+        """What conflicts, so that nothing may be written for it (unless forced), or ""."""
         conflicts = sum(v.status is Outcome.CONFLICTS for v in self.verdicts)
         reasons = []
         if conflicts:
@@ -108,7 +106,9 @@ def bump_source(run: Run, name: str, to: str = "") -> Bump:
     except FetchError as exc:
         bump.unknown = str(exc)
         return bump
-    where = _Whereabouts(history, old, new)
+    lacking = bool(missing) or any(status.missing for status in statuses)
+    renames = history.renames(old, new) if lacking and old else {}
+    where = _Move(history, old, new, renames).whereabouts
     bump.verdicts = [_verdict(status, between, name, source, where) for status in statuses]
     bump.missing = [
         Verdict(pin, Outcome.CONFLICTS, where(path, folder)) for pin, path, folder in missing
@@ -167,23 +167,24 @@ def _missing_paths(run: Run, name: str, source: GitSource) -> list[tuple[str, st
     return [item for item in named if item[1] not in present]
 
 
-class _Whereabouts:
-    """What became of a path the new tree lacks, by git's rename detection (asked once)."""
+@dataclass(frozen=True)
+class _Move:
+    """A bump from ``old`` to ``new``, and what git's rename detection found between them."""
 
-    def __init__(self, history: History, old: str | None, new: str) -> None:
-        self.history, self.old, self.new = history, old, new
-        self._renames: dict[str, str] | None = None
+    history: History
+    old: str | None
+    new: str
+    renames: dict[str, str]
 
-    def __call__(self, path: str, folder: bool) -> str:
+    def whereabouts(self, path: str, folder: bool) -> str:
+        """What became of ``path``, which the tree at ``new`` lacks."""
         shown, kind = (f"{path.rstrip('/')}/", "folder") if folder else (path, "file")
         if self.old is None:  # nothing to compare with
             return f"{shown}: no such {kind} at {self.new[:12]}"
         before = self.history.files(self.old, path)
         if not before:
             return f"{shown}: no such {kind} at {self.new[:12]}, nor at {self.old[:12]}"
-        if self._renames is None:
-            self._renames = self.history.renames(self.old, self.new)
-        target = moved_to(path, self._renames, before if folder else [])
+        target = moved_to(path, self.renames, before if folder else [])
         if target:
             return f"{shown} moved to {target}"
         return f"{shown}: deleted upstream (git finds no rename)"
@@ -282,7 +283,7 @@ def _render(run: Run) -> list[str]:
 
 
 def _error(bumps: list[Bump], force: bool) -> GraphToolError | None:
-    conflicted = [b.name for b in bumps if b.stopped and not b.unknown and not force]
+    conflicted = [b.name for b in bumps if b.stopped and not force]
     unknown = [b.name for b in bumps if b.unknown]
     if conflicted:
         return LockError(

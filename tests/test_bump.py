@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, edit_toml, need, run_doit
-from servers import LoopbackServer, Registry, commit, git
-from world import World
+from servers import Registry, closed_url, commit, git
+from world import World, kernel_as_submodule
 
 from rocmgraph import fsutil, patches, pins
 
@@ -316,8 +316,7 @@ def test_bump_all_reports_every_source_when_one_cannot_be_reached(
     world: World, tmp_path: Path
 ) -> None:
     need("docker-registry")
-    with LoopbackServer() as server:
-        closed = server.url
+    closed = closed_url()
     text = edit_toml(world.pins_text(), ["sources", "vllm", "mirror"], f"{closed}/vllm.git")
     with Registry(tmp_path / "registry") as registry:
         image = f"{registry.host}/rocm/primus:v26.4"
@@ -341,8 +340,7 @@ def test_bump_all_reports_every_source_when_one_cannot_be_reached(
 
 
 def test_a_conflict_wins_over_what_cannot_be_reached(world: World) -> None:
-    with LoopbackServer() as server:
-        closed = server.url
+    closed = closed_url()
     text = edit_toml(world.pins_text(), ["sources", "sglang", "mirror"], f"{closed}/sglang.git")
     image = f"{closed.removeprefix('http://')}/rocm/primus:v26.4"
     world.pins.write_text(edit_toml(text, ["base", "image"], image))
@@ -357,6 +355,26 @@ def test_a_conflict_wins_over_what_cannot_be_reached(world: World) -> None:
     assert lines[lines.index("sglang: not checked") + 1] == (
         f"  unknown: source sglang: cannot fetch {closed}/sglang.git (connection refused)"
     )
+
+
+def test_a_new_tree_that_cannot_be_fetched_is_unknown_and_nothing_is_written(
+    world: World, tmp_path: Path
+) -> None:
+    before = world.pins_text()
+    closed = closed_url()
+    head = kernel_as_submodule(world, tmp_path, f"{closed}/sgl-kernel.git")
+    world.pins.write_text(before)  # still pinned at the old commit; upstream moved
+    code, out, err = bump(world, "bump:sglang")
+    assert (code, err) == (2, "error: bump: could not check sglang; see above\n")
+    lines = out.splitlines()
+    assert lines[0].startswith(f"sglang: {world.commits['sglang'][:12]} (")
+    assert f" -> {head[:12]} (" in lines[0]
+    assert lines[1:] == [
+        f"  unknown: source sglang: cannot fetch submodule sgl-kernel from {closed}/sgl-kernel.git "
+        "(connection refused); check the network, or set a mirror ([mirrors] or "
+        "$VERL_GRAPH_MIRRORS)"
+    ]
+    assert world.pins_text() == before
 
 
 # ---------------------------------------------------------------- the version a bump cannot know

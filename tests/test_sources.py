@@ -10,6 +10,7 @@ import pytest
 from conftest import PINS, edit_toml
 from servers import (
     LoopbackServer,
+    closed_url,
     commit,
     failing_upstream,
     git,
@@ -275,8 +276,7 @@ def nested(tmp_path: Path, unreachable: str) -> tuple[Path, str]:
 
 
 def test_files_fetch_no_submodule_that_no_path_is_inside(tmp_path: Path) -> None:
-    with LoopbackServer() as server:
-        closed = server.url
+    closed = closed_url()
     top, pinned = nested(tmp_path, f"{closed}/gone.git")
     cache = SourceCache(tmp_path / "cache")
     dest = tmp_path / "dest"
@@ -290,8 +290,7 @@ def test_files_fetch_no_submodule_that_no_path_is_inside(tmp_path: Path) -> None
 
 
 def test_files_fetch_only_the_submodules_that_hold_a_path(tmp_path: Path) -> None:
-    with LoopbackServer() as server:
-        closed = server.url
+    closed = closed_url()
     top, pinned = nested(tmp_path, f"{closed}/gone.git")
     dest = tmp_path / "dest"
     present = SourceCache(tmp_path / "cache").files(
@@ -306,8 +305,7 @@ def test_files_fetch_only_the_submodules_that_hold_a_path(tmp_path: Path) -> Non
 
 
 def test_a_submodule_that_cannot_be_fetched_is_named_with_the_url_tried(tmp_path: Path) -> None:
-    with LoopbackServer() as server:
-        closed = server.url
+    closed = closed_url()
     top, pinned = nested(tmp_path, f"{closed}/gone.git")
     cache = SourceCache(tmp_path / "cache")
     with pytest.raises(FetchError) as caught:

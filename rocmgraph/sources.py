@@ -65,12 +65,12 @@ class Mirrors:
 
     def apply(self, url: str) -> str:
         for prefix, replacement in self.rewrites:
-            if covers(prefix, url):
+            if _covers(prefix, url):
                 return replacement + url[len(prefix) :]
         return url
 
 
-def covers(prefix: str, url: str) -> bool:
+def _covers(prefix: str, url: str) -> bool:
     """``prefix`` is ``url``, or a folder of it: the match ends on a path boundary."""
     if not url.startswith(prefix):
         return False

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from wheels.pypi import Release, choose
+from rocmgraph.errors import FetchError
+from wheels.pypi import Release, Unpacked, choose, unpack
 
 NAME = "megatron_core-0.18.0"
 
@@ -50,3 +53,13 @@ def files(*tails: str) -> list[Release]:
 def test_the_file_a_check_reads(python: str, tails: list[str], chosen: str | None) -> None:
     found = choose(files(*tails), python)
     assert (found.filename if found else None) == (f"{NAME}{chosen}" if chosen else None)
+
+
+@pytest.mark.parametrize("name", [f"{NAME}-py3-none-any.whl", f"{NAME}.tar.gz", f"{NAME}.zip"])
+def test_an_archive_that_cannot_be_read_is_one_line(tmp_path: Path, name: str) -> None:
+    broken = tmp_path / name
+    broken.write_bytes(b"this is no archive")
+    with pytest.raises(FetchError) as caught:
+        unpack(Unpacked(broken, name.endswith(".whl")), ("megatron/core/x.py",), tmp_path / "out")
+    kind = "a wheel (zip)" if name.endswith(".whl") else "an sdist (tar or zip)"
+    assert str(caught.value) == f"{name}: cannot be read as {kind}"

@@ -129,7 +129,11 @@ def fetch(name: str, version: str, python: str, http: Http, store: Store) -> Unp
 
 def unpack(dist: Unpacked, files: tuple[str, ...], dest: Path) -> None:
     """The members of ``dist`` at the site-packages paths ``files``, written under ``dest``."""
-    found = _wheel_members(dist.path, files) if dist.is_wheel else _sdist_members(dist.path, files)
+    try:
+        found = (_wheel_members if dist.is_wheel else _sdist_members)(dist.path, files)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError):
+        kind = "a wheel (zip)" if dist.is_wheel else "an sdist (tar or zip)"
+        raise FetchError(f"{dist.path.name}: cannot be read as {kind}") from None
     for name, data in found.items():
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)

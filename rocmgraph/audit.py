@@ -20,8 +20,9 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from rocmgraph import patches, registry
-from rocmgraph.errors import FetchError, LockError, Unchecked
+from rocmgraph.errors import FetchError, HashMismatch, LockError, Unchecked
 from rocmgraph.keys import digest
+from rocmgraph.patches import Outcome
 from rocmgraph.pins import format_path
 from rocmgraph.run import Run
 from rocmgraph.upstream import History
@@ -97,17 +98,22 @@ def _source(run: Run, name: str) -> Row:
         row.behind = history.behind(commit)
     row.age_days = history.age_days(commit)
     if source.patches:
-        tree = run.sources.tree(name, dataclasses.replace(source, commit=commit))
-        statuses = patches.check(tree, source.patches)
+        pinned = dataclasses.replace(source, commit=commit)
+        try:
+            statuses = patches.check_source(run.sources, name, pinned)
+        except FetchError as exc:  # the history came, the tree did not (a submodule, say)
+            row.patches = "unknown"
+            row.unknown.append(str(exc))
+            return row
         row.patches = _summary(statuses)
         for status in statuses:
-            if status.status != "applies":
+            if status.status is not Outcome.APPLIES:
                 row.problems.append(f"patch {status.patch} {status.status}: {status.detail}")
     return row
 
 
 def _summary(statuses: list[patches.Status]) -> str:
-    counts = {s: sum(x.status == s for x in statuses) for s in ("applies", "obsolete", "conflicts")}
+    counts = {s: sum(x.status is s for x in statuses) for s in Outcome}
     return ", ".join(f"{n} {s}" for s, n in counts.items() if n)
 
 
@@ -155,12 +161,12 @@ def _key(run: Run) -> Row:
         return row
     try:
         fetched = run.store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key")
+    except HashMismatch as exc:
+        row.hash = "mismatch"
+        row.problems.append(str(exc))
+        return row
     except FetchError as exc:
-        if "has sha256" in str(exc):
-            row.hash = "mismatch"
-            row.problems.append(str(exc))
-        else:
-            row.unknown.append(str(exc))
+        row.unknown.append(str(exc))
         return row
     row.hash = "verified" if fetched.sha256 == rocm.key_sha256 else "mismatch"
     return row

@@ -1,31 +1,45 @@
-"""`doit bump:<name>`: move a pin to upstream's newest, check every patch, say what rebuilds.
+"""`doit bump:<name>`: move a pin to upstream's newest, check the new tree, say what rebuilds.
 
 For a git source: upstream's head of the tracked branch (or ``to=<commit|tag>``),
-its tree fetched, each patch checked against it. A patch whose pull request
-upstream squash-merged between the two pins (a commit titled ``... (#N)``) is
-obsolete even where upstream's text differs from ours; obsolete patches leave
-the pin's patch list. A conflicting patch stops the bump with nothing written
-(``force=1`` writes anyway). For ``base``: the digest its tag points to now.
+and at that commit everything the recipe expects: each patch, the overlay's
+files, ``subdirs`` and ``requirements``. A path that is gone is a conflict,
+and git's rename detection says where it went. A patch that still applies
+applies. One that does not is obsolete when its reverse applies (upstream has
+the change), or when upstream squash-merged its pull request between the two
+pins: a commit titled ``... (#N)`` in the repository its ``Forwarded:`` URL
+names, not reverted since; obsolete patches leave the pin's patch list. A
+conflict stops the bump with nothing written for that source (``force=1``
+writes anyway). A version a commit bump cannot know is named for you to set.
+For ``base``: the digest its tag points to now.
+
+A source that cannot be reached is reported as unknown and never hides the
+others; the run then exits 2 (1 if something conflicts).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph import keys, patches, registry
-from rocmgraph.errors import FetchError, LockError
+from packaging.version import InvalidVersion, Version
+
+from rocmgraph import docs, keys, patches, registry
+from rocmgraph.errors import FetchError, GraphToolError, LockError, Unchecked, VariableError
+from rocmgraph.layout import ROOT
 from rocmgraph.lock import Change, apply, write
-from rocmgraph.pins import Pins, loads
-from rocmgraph.run import Run
-from rocmgraph.upstream import Commit, History, compare_url, merged_pr
+from rocmgraph.patches import Outcome
+from rocmgraph.pins import GitSource, Pins, format_path, loads
+from rocmgraph.run import Options, Run
+from rocmgraph.upstream import Commit, History, compare_url, github_repo, merged_pr, moved_to
 
 
 @dataclass(frozen=True)
 class Verdict:
-    patch: str
-    status: str  # applies, obsolete, conflicts
+    what: str  # a patch file, or the pin that names a path of the tree
+    status: Outcome
     detail: str
 
 
@@ -34,21 +48,43 @@ class Bump:
     name: str
     headline: str
     changes: list[Change] = field(default_factory=list)
-    verdicts: list[Verdict] = field(default_factory=list)
-    blocked: str = ""  # why nothing may be written for it
+    verdicts: list[Verdict] = field(default_factory=list)  # one per patch
+    missing: list[Verdict] = field(default_factory=list)  # paths the recipe names, gone
+    notes: list[str] = field(default_factory=list)  # values only you can set
+    unknown: str = ""  # why it could not be checked
 
     @property
-    def moves(self) -> bool:
-        return bool(self.changes)
+    def stopped(self) -> str:
+        """What conflicts, so that nothing may be written for it (unless forced), or ""."""
+        conflicts = sum(v.status is Outcome.CONFLICTS for v in self.verdicts)
+        reasons = []
+        if conflicts:
+            reasons.append(f"{conflicts} patch{'es' if conflicts > 1 else ''} conflict")
+        if self.missing:
+            many = len(self.missing) > 1
+            reasons.append(
+                f"{len(self.missing)} path{'s' if many else ''} the recipe names "
+                f"{'are' if many else 'is'} missing"
+            )
+        return " and ".join(reasons)
+
+
+@dataclass(frozen=True)
+class Report:
+    lines: list[str]
+    error: GraphToolError | None  # for the exit code, raised once the lines are shown
 
 
 def bump_source(run: Run, name: str, to: str = "") -> Bump:
     source = run.pins.sources[name]
     history = History(run.sources, name, source)
-    history.fetch()
+    try:
+        history.fetch()
+    except FetchError as exc:
+        return Bump(name, f"{name}: not checked", unknown=str(exc))
     new = history.resolve(to) if to else history.head()
     if new is None:
-        raise FetchError(
+        raise VariableError(
             f"bump {name}: to={to} names no commit or tag of {run.sources.url(source)}"
         )
     old = history.resolve(source.commit) if source.commit else None
@@ -62,42 +98,126 @@ def bump_source(run: Run, name: str, to: str = "") -> Bump:
         + (f"{len(between)} commits" if old else "history unknown")
         + (f", {url}" if (url := compare_url(source.repo, old or "", new)) and old else "")
     )
-    tree = run.sources.tree(name, dataclasses.replace(source, commit=new))
-    verdicts = [_verdict(status, between, name) for status in patches.check(tree, source.patches)]
-    bump = Bump(name, headline, verdicts=verdicts)
+    bump = Bump(name, headline)
+    moved = dataclasses.replace(source, commit=new)
+    try:
+        statuses = patches.check_source(run.sources, name, moved)
+        missing = _missing_paths(run, name, moved)
+    except FetchError as exc:
+        bump.unknown = str(exc)
+        return bump
+    lacking = bool(missing) or any(status.missing for status in statuses)
+    renames = history.renames(old, new) if lacking and old else {}
+    where = _Move(history, old, new, renames).whereabouts
+    bump.verdicts = [_verdict(status, between, name, source, where) for status in statuses]
+    bump.missing = [
+        Verdict(pin, Outcome.CONFLICTS, where(path, folder)) for pin, path, folder in missing
+    ]
     bump.changes.append(Change(("sources", name, "commit"), source.commit, new))
     tag = to if to and history.is_tag(to) else ""
     if tag != source.tag:
         bump.changes.append(Change(("sources", name, "tag"), source.tag, tag))
-    kept = tuple(v.patch for v in verdicts if v.status != "obsolete")
+    kept = tuple(v.what for v in bump.verdicts if v.status is not Outcome.OBSOLETE)
     if kept != source.patches:
         bump.changes.append(Change(("sources", name, "patches"), source.patches, kept))
-    conflicts = [v for v in verdicts if v.status == "conflicts"]
-    if conflicts:
-        bump.blocked = f"{len(conflicts)} patch{'es' if len(conflicts) > 1 else ''} conflict"
+    _version(bump, history, name, source, new)
     return bump
 
 
-def _verdict(status: patches.Status, between: list[Commit], name: str) -> Verdict:
-    pr = patches.read_patch(status.patch).upstream
-    if pr and pr[0].rsplit("/", 1)[-1].lower() in (name, name.replace("_", "-")):
-        merge = merged_pr(between, pr[1])
+def _verdict(
+    status: patches.Status,
+    between: list[Commit],
+    name: str,
+    source: GitSource,
+    where: Callable[[str, bool], str],
+) -> Verdict:
+    if status.status is Outcome.APPLIES:  # whatever upstream's titles say
+        return Verdict(status.patch, Outcome.APPLIES, "")
+    drop = f"left out of [sources.{name}].patches: delete the file"
+    forwarded = patches.read_patch(status.patch).upstream
+    # A title's (#N) is evidence only in the repository the patch was forwarded to: the
+    # same number in a fork (or another project) is another pull request.
+    if forwarded and forwarded[0].lower() == github_repo(source.repo):
+        merge = merged_pr(between, forwarded[1])
         if merge:
-            return Verdict(
-                status.patch,
-                "obsolete",
-                f"upstream merged #{pr[1]} in {merge.id[:12]} ({merge.subject}); "
-                f"left out of [sources.{name}].patches: delete the file",
-            )
-    if status.status == "obsolete":
-        detail = f"upstream has it already; left out of [sources.{name}].patches: delete the file"
-        return Verdict(status.patch, "obsolete", detail)
+            detail = f"upstream merged #{forwarded[1]} in {merge.id[:12]} ({merge.subject}); {drop}"
+            return Verdict(status.patch, Outcome.OBSOLETE, detail)
+    if status.status is Outcome.OBSOLETE:
+        return Verdict(status.patch, Outcome.OBSOLETE, f"upstream has it already; {drop}")
+    if status.missing:
+        return Verdict(
+            status.patch, status.status, ", ".join(where(f, False) for f in status.missing)
+        )
     return Verdict(status.patch, status.status, status.detail)
+
+
+def _missing_paths(run: Run, name: str, source: GitSource) -> list[tuple[str, str, bool]]:
+    """(the pin, the path, whether a folder) for each path the recipe names that the tree lacks."""
+    named = [
+        (format_path(("sources", name, "overlay", target)), origin, False)
+        for target, origin in source.overlay.items()
+    ]
+    named += [(format_path(("sources", name, "subdirs")), d, True) for d in source.subdirs]
+    named += [
+        (format_path(("sources", name, "requirements")), r, False) for r in source.requirements
+    ]
+    named = [(pin, path, folder) for pin, path, folder in named if path not in ("", ".")]
+    with tempfile.TemporaryDirectory(prefix="bump-paths-") as scratch:
+        present = run.sources.files(name, source, {path for _, path, _ in named}, Path(scratch))
+    return [item for item in named if item[1] not in present]
+
+
+@dataclass(frozen=True)
+class _Move:
+    """A bump from ``old`` to ``new``, and what git's rename detection found between them."""
+
+    history: History
+    old: str | None
+    new: str
+    renames: dict[str, str]
+
+    def whereabouts(self, path: str, folder: bool) -> str:
+        """What became of ``path``, which the tree at ``new`` lacks."""
+        shown, kind = (f"{path.rstrip('/')}/", "folder") if folder else (path, "file")
+        if self.old is None:  # nothing to compare with
+            return f"{shown}: no such {kind} at {self.new[:12]}"
+        before = self.history.files(self.old, path)
+        if not before:
+            return f"{shown}: no such {kind} at {self.new[:12]}, nor at {self.old[:12]}"
+        target = moved_to(path, self.renames, before if folder else [])
+        if target:
+            return f"{shown} moved to {target}"
+        return f"{shown}: deleted upstream (git finds no rename)"
+
+
+def _version(bump: Bump, history: History, name: str, source: GitSource, new: str) -> None:
+    """``[sources.<name>].version`` follows a version tag on the new commit, else a note."""
+    if not source.version:
+        return
+    versions = set()
+    for tag in history.tags_at(new):
+        try:
+            Version(tag.removeprefix("v"))
+        except InvalidVersion:
+            continue
+        versions.add(tag.removeprefix("v"))
+    if len(versions) == 1:
+        version = versions.pop()
+        if version != source.version:
+            bump.changes.append(Change(("sources", name, "version"), source.version, version))
+        return
+    bump.notes.append(
+        f"{format_path(('sources', name, 'version'))} still says {source.version}: "
+        f"set it to the version at {new[:12]}"
+    )
 
 
 def bump_base(run: Run) -> Bump:
     base = run.pins.base
-    now = registry.digest(base.image, run.http)
+    try:
+        now = registry.digest(base.image, run.http)
+    except FetchError as exc:
+        return Bump("base", "base: not checked", unknown=str(exc))
     if now == base.digest:
         return Bump("base", f"base: {base.image} is still {_short(now)}")
     bump = Bump(
@@ -118,7 +238,7 @@ def _apply(pins: Pins, changes: list[Change]) -> Pins:
     return loads(apply(Path(pins.file).read_text(encoding="utf-8"), changes), pins.file)
 
 
-def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> list[str]:
+def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> Report:
     """Bump ``names`` (sources, or "base"): report every one; write what may be written."""
     bumps = [bump_base(run) if name == "base" else bump_source(run, name, to) for name in names]
     lines: list[str] = []
@@ -126,12 +246,15 @@ def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> 
     for bump in bumps:
         lines.append(bump.headline)
         lines += [
-            f"  {v.status:<10}{v.patch}" + (f": {v.detail}" if v.detail else "")
-            for v in bump.verdicts
+            f"  {v.status:<10}{v.what}" + (f": {v.detail}" if v.detail else "")
+            for v in [*bump.verdicts, *bump.missing]
         ]
-        if bump.blocked and not force:
+        if bump.unknown:
+            lines.append(f"  unknown: {bump.unknown}")
+        lines += [f"  note: {note}" for note in bump.notes]
+        if bump.stopped and not force:
             lines.append(
-                f"  stopped: {bump.blocked}; nothing written for {bump.name} (force=1 writes)"
+                f"  stopped: {bump.stopped}; nothing written for {bump.name} (force=1 writes)"
             )
         else:
             changes += bump.changes
@@ -142,11 +265,33 @@ def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> 
         else:
             write(Path(run.options.pins), changes)
             lines.append(f"wrote {run.options.pins}")
-    blocked = [b.name for b in bumps if b.blocked and not force]
-    if blocked:
-        print("\n".join(lines))
-        raise LockError(f"bump stopped for {', '.join(blocked)}: patches conflict; see above")
-    return lines
+            lines += _render(run)
+    return Report(lines, _error(bumps, force))
+
+
+def _render(run: Run) -> list[str]:
+    """The docs made from the repository's pins.toml, rewritten when that is what moved.
+
+    They are a pure function of that file, and `doit render check=1` fails
+    until they follow it: writing them here keeps the bump one commit. Any
+    other pins file (a test's, a site's) feeds no doc.
+    """
+    if Path(run.options.pins).resolve() != docs.PINS.resolve():
+        return []
+    moved = Run(Options(pins=str(docs.PINS)), run.graph, cache=run.cache, http=run.http)
+    return [f"wrote {path.relative_to(ROOT)}" for path in docs.write(moved)]
+
+
+def _error(bumps: list[Bump], force: bool) -> GraphToolError | None:
+    conflicted = [b.name for b in bumps if b.stopped and not force]
+    unknown = [b.name for b in bumps if b.unknown]
+    if conflicted:
+        return LockError(
+            f"bump stopped for {', '.join(conflicted)}: conflicts at the new commit; see above"
+        )
+    if unknown:
+        return Unchecked(f"bump: could not check {', '.join(unknown)}; see above")
+    return None
 
 
 def _describe(commit: Commit | None, pinned: str) -> str:

@@ -16,6 +16,7 @@ from rocmgraph.run import Run
 
 BEGIN = "<!-- key versions: written by `doit render` from pins.toml -->"
 END = "<!-- end of key versions -->"
+PINS = ROOT / "pins.toml"  # what the docs are made from
 README = ROOT / "README.md"
 DOCKERFILE = ROOT / "docker" / "Dockerfile.rocm"
 

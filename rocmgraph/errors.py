@@ -89,6 +89,14 @@ class FetchError(GraphToolError):
     """An input (source, wheel, key, digest) could not be fetched or is not what its pin says."""
 
 
+class HashMismatch(FetchError):
+    """A download arrived whole but its sha256 is not the expected one."""
+
+    def __init__(self, message: str, url: str, expected: str, actual: str) -> None:
+        self.url, self.expected, self.actual = url, expected, actual
+        super().__init__(message)
+
+
 class PatchError(GraphToolError):
     """A patch does not apply to the tree it is for."""
 

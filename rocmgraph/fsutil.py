@@ -1,9 +1,11 @@
-"""File writes that never leave half a file behind."""
+"""File and directory writes that never leave half a file (or directory) behind."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -21,3 +23,25 @@ def atomic_write_text(path: Path, text: str) -> None:
             Path(tmp.name).unlink()
             raise
     Path(tmp.name).replace(path)  # atomic on one filesystem
+
+
+def build_dir(final: Path, scratch: Path, fill: Callable[[Path], None]) -> Path:
+    """``final``, made by ``fill`` in a fresh directory under ``scratch``.
+
+    The directory is renamed into place only once ``fill`` returns; whatever
+    happens (a failure, a timeout, an interrupt) the scratch copy goes, so a
+    half-made directory is never left behind and never seen at ``final``.
+    """
+    scratch.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{final.name}-", dir=scratch))
+    try:
+        fill(work)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            work.rename(final)
+        except OSError:
+            if not final.is_dir():  # another process landed it first: keep that one
+                raise
+        return final
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -129,8 +129,24 @@ def apply(text: str, changes: list[Change]) -> str:
         node: Any = document
         for part in change.path[:-1]:
             node = node[part]
-        node[change.path[-1]] = list(change.new) if isinstance(change.new, tuple) else change.new
+        key, current = change.path[-1], node.get(change.path[-1])
+        if isinstance(change.new, tuple) and isinstance(current, tomlkit.items.Array):
+            _edit_array(current, change.new)
+        else:
+            node[key] = list(change.new) if isinstance(change.new, tuple) else change.new
     return tomlkit.dumps(document)
+
+
+def _edit_array(array: tomlkit.items.Array, new: tuple[str, ...]) -> None:
+    """Make ``array`` hold ``new`` in place: items that stay keep their line, place and
+    comment; items that go take their comment with them; new ones follow in the same style.
+    (The pins read a list as a set, so its order is the file's to keep.)
+    """
+    for item in [item for item in array if item not in new]:
+        array.remove(item)
+    for item in new:
+        if item not in array:
+            array.append(item)
 
 
 def write(path: Path, changes: list[Change]) -> None:

@@ -11,7 +11,8 @@ the ones before it applied):
 - applies: it applies cleanly;
 - obsolete: its reverse applies, so upstream has the change already; it is
   never applied twice;
-- conflicts: neither, and the file and hunk are named.
+- conflicts: neither, and the file and hunk (or the missing file) are named.
+A report adds a fourth, unknown, for a patch whose tree could not be fetched.
 """
 
 from __future__ import annotations
@@ -21,18 +22,28 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from rocmgraph.errors import PatchError
 from rocmgraph.git import git
 from rocmgraph.layout import ROOT
+from rocmgraph.pins import GitSource
 from rocmgraph.proc import CommandFailed
+from rocmgraph.sources import SourceCache
 
 _PR = re.compile(r"https://github\.com/([^/\s]+/[^/\s]+)/pull/(\d+)")
 _FILE = re.compile(r"^\+\+\+ b/(\S+)|^--- a/(\S+)", re.MULTILINE)
+_OLD_FILE = re.compile(r"^--- a/(\S+)", re.MULTILINE)
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@.*$", re.MULTILINE)
 _FAILED = re.compile(r"error: patch failed: (.+):(\d+)")
-_NO_FILE = re.compile(r"error: (.+): (No such file or directory|does not exist in index)")
+
+
+class Outcome(StrEnum):
+    APPLIES = "applies"
+    OBSOLETE = "obsolete"  # upstream has the change: never applied twice
+    CONFLICTS = "conflicts"
+    UNKNOWN = "unknown"  # its tree could not be fetched (reports only)
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,11 @@ class Patch:
     def files(self) -> tuple[str, ...]:
         names = {a or b for b, a in _FILE.findall(self.text)}
         return tuple(sorted(names))
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The files the patch expects to find (a file it creates is not among them)."""
+        return tuple(sorted(set(_OLD_FILE.findall(self.text))))
 
     def hunk(self, file: str, line: int) -> str:
         """``hunk 2 (@@ -120,7 +120,9 @@)``: the hunk of ``file`` that starts at ``line``."""
@@ -85,8 +101,17 @@ def read_patch(relative: str) -> Patch:
 @dataclass(frozen=True)
 class Status:
     patch: str
-    status: str  # "applies", "obsolete" or "conflicts"
+    status: Outcome
     detail: str = ""
+    missing: tuple[str, ...] = ()  # files it needs that the tree lacks (moved or deleted)
+
+
+def check_source(cache: SourceCache, name: str, source: GitSource) -> list[Status]:
+    """The status of each patch of ``source`` at its commit; only what they touch is fetched."""
+    touched = {file for patch in source.patches for file in read_patch(patch).files}
+    with tempfile.TemporaryDirectory(prefix="patch-files-") as scratch:
+        cache.files(name, source, touched, Path(scratch))
+        return check(Path(scratch), source.patches)
 
 
 def check(tree: Path, patches: tuple[str, ...]) -> list[Status]:
@@ -105,12 +130,12 @@ def check(tree: Path, patches: tuple[str, ...]) -> list[Status]:
 def apply(tree: Path, patches: tuple[str, ...], source: str) -> list[Status]:
     """Apply every patch that applies to ``tree`` in place; none when one conflicts."""
     statuses = check(tree, patches)
-    conflicts = [s for s in statuses if s.status == "conflicts"]
+    conflicts = [s for s in statuses if s.status is Outcome.CONFLICTS]
     if conflicts:
         first = conflicts[0]
         raise PatchError(f"source {source}: {first.patch} conflicts: {first.detail}")
     for status in statuses:
-        if status.status == "applies":
+        if status.status is Outcome.APPLIES:
             _git_apply(tree, ROOT / status.patch)
     return statuses
 
@@ -123,11 +148,15 @@ def _check_one(work: Path, patch: Patch, *, apply: bool) -> Status:
         try:
             _git_apply(work, path, "--check", "--reverse")
         except CommandFailed:
-            return Status(patch.path, "conflicts", _conflict(patch, forward.stderr))
-        return Status(patch.path, "obsolete", "upstream has this change already")
+            missing = tuple(name for name in patch.needs if not (work / name).is_file())
+            if missing:
+                detail = f"{missing[0]}: no such file (moved or deleted upstream?)"
+                return Status(patch.path, Outcome.CONFLICTS, detail, missing)
+            return Status(patch.path, Outcome.CONFLICTS, _conflict(patch, forward.stderr))
+        return Status(patch.path, Outcome.OBSOLETE, "upstream has this change already")
     if apply:
         _git_apply(work, path)
-    return Status(patch.path, "applies")
+    return Status(patch.path, Outcome.APPLIES)
 
 
 def _git_apply(tree: Path, patch: Path, *flags: str) -> None:
@@ -139,9 +168,6 @@ def _conflict(patch: Patch, stderr: str) -> str:
     if failed:
         file, line = failed.group(1), int(failed.group(2))
         return f"{file}: {patch.hunk(file, line)} does not apply"
-    missing = _NO_FILE.search(stderr)
-    if missing:
-        return f"{missing.group(1)}: no such file (moved or deleted upstream?)"
     lines = [line for line in stderr.splitlines() if line.strip()]
     return lines[-1].removeprefix("error: ") if lines else "git apply refused it"
 

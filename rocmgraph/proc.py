@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
+import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,25 +34,45 @@ def run(
     timeout: float | None = None,
     input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``argv``; raise CommandFailed on a non-zero exit, with stderr kept."""
+    """Run ``argv``; raise CommandFailed on a non-zero exit, with stderr kept.
+
+    The command runs in its own process group, and a timeout or an interrupt
+    ends the whole group: ``git fetch`` hands the transfer to children
+    (``git-remote-https``, ``index-pack``) that would otherwise go on writing
+    into a directory the caller is about to clean up.
+    """
     try:
-        result = subprocess.run(
+        process = subprocess.Popen(
             list(argv),
             cwd=cwd,
             env=dict(env) if env is not None else None,
-            capture_output=True,
+            stdin=subprocess.PIPE if input_text is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
-            input=input_text,
-            check=False,
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
-    except subprocess.TimeoutExpired:
-        raise CommandFailed(argv, -1, f"timed out after {timeout} s") from None
-    if result.returncode != 0:
-        raise CommandFailed(argv, result.returncode, result.stderr)
-    return result
+    with process:
+        try:
+            stdout, stderr = process.communicate(input_text, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end_group(process)
+            raise CommandFailed(argv, -1, f"timed out after {timeout} s") from None
+        except BaseException:
+            _end_group(process)
+            raise
+    if process.returncode != 0:
+        raise CommandFailed(argv, process.returncode, stderr)
+    return subprocess.CompletedProcess(list(argv), process.returncode, stdout, stderr)
+
+
+def _end_group(process: subprocess.Popen[str]) -> None:
+    """Kill ``process`` and every process it started, and wait for it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
 
 
 def stream(

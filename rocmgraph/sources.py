@@ -5,9 +5,16 @@ checked: it is fetched into a temporary directory, its HEAD compared with the
 pin, its submodules checked out, and then renamed into place. A cached commit
 is trusted by its id, so a no-op build never touches the network.
 
+Two kinds of tree, both by commit id:
+- ``git/<commit>``: complete, submodules included (as the pin asks): what a
+  build copies into its context;
+- ``own/<commit>``: the commit's own files, no submodules: what a check needs
+  (``files``). A check fetches a submodule only when it asks for a path
+  inside it, so an unreachable submodule no patch touches never stops it.
+
 Mirrors, for air-gapped sites: a source's own ``mirror``, or URL prefix
 rewrites (``[mirrors]`` in the pins, ``VERL_GRAPH_MIRRORS`` in the
-environment) that git also applies to submodules, like its ``insteadOf``.
+environment), applied here to every URL, submodules' too.
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocmgraph.errors import FetchError
+from rocmgraph.fsutil import build_dir
 from rocmgraph.git import git
 from rocmgraph.pins import GitSource, Pins
 from rocmgraph.proc import CommandFailed
@@ -31,7 +39,14 @@ FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 @dataclass(frozen=True)
 class Mirrors:
-    """URL prefix rewrites; the longest matching prefix wins."""
+    """URL prefix rewrites; the longest prefix that matches on a path boundary wins.
+
+    A prefix names a repository or a folder, not a string:
+    ``https://github.com/org/repo`` rewrites ``.../org/repo`` and ``.../org/repo/x``,
+    never ``.../org/repo-recipe``. git's own ``url.<x>.insteadOf`` matches plain
+    string prefixes, so it is never used: submodule URLs are rewritten here, one
+    ``.gitmodules`` entry at a time.
+    """
 
     rewrites: tuple[tuple[str, str], ...] = ()
 
@@ -50,16 +65,72 @@ class Mirrors:
 
     def apply(self, url: str) -> str:
         for prefix, replacement in self.rewrites:
-            if url.startswith(prefix):
+            if _covers(prefix, url):
                 return replacement + url[len(prefix) :]
         return url
 
-    def git_config(self) -> dict[str, str]:
-        return {f"url.{replacement}.insteadOf": prefix for prefix, replacement in self.rewrites}
+
+def _covers(prefix: str, url: str) -> bool:
+    """``prefix`` is ``url``, or a folder of it: the match ends on a path boundary."""
+    if not url.startswith(prefix):
+        return False
+    rest = url[len(prefix) :]
+    return not rest or rest.startswith("/") or prefix.endswith(("/", ":"))
+
+
+@dataclass(frozen=True)
+class Submodule:
+    path: str  # in its superproject's tree
+    url: str  # as .gitmodules writes it (perhaps relative)
+    commit: str  # what the superproject's tree pins
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where one commit is fetched from, and how a failure to fetch it is told."""
+
+    source: str  # the source's name
+    url: str  # mirrors applied
+    commit: str
+    submodule: str = ""  # the submodule's path in the source's tree, for a submodule
+
+    def unreachable(self, reason: str, verb: str = "fetch") -> FetchError:
+        if self.submodule:
+            return FetchError(
+                f"source {self.source}: cannot {verb} submodule {self.submodule} from {self.url} "
+                f"({reason}); check the network, or set a mirror ([mirrors] or ${MIRRORS_ENV})"
+            )
+        return FetchError(
+            f"source {self.source}: cannot {verb} {self.url} ({reason}); check the network, or set "
+            f"a mirror ([sources.{self.source}].mirror, [mirrors], or ${MIRRORS_ENV})"
+        )
+
+    def missing(self) -> FetchError:
+        if self.submodule:
+            return FetchError(
+                f"source {self.source}: submodule {self.submodule}: commit {self.commit} does not "
+                f"exist in {self.url}; the superproject pins a commit its submodule URL lacks"
+            )
+        return FetchError(
+            f"source {self.source}: commit {self.commit} does not exist in {self.url}; check "
+            f"[sources.{self.source}].commit, or run `doit bump:{self.source}` to move to "
+            "upstream's newest"
+        )
+
+    def submodule_origin(self, sub: Submodule, mirrors: Mirrors) -> Origin:
+        # A relative URL is relative to where the superproject was fetched from, as
+        # git reads it; an absolute one goes through the mirrors like any other.
+        url = (
+            _join(self.url, sub.url)
+            if sub.url.startswith(("./", "../"))
+            else mirrors.apply(sub.url)
+        )
+        path = f"{self.submodule}/{sub.path}" if self.submodule else sub.path
+        return Origin(self.source, url, sub.commit, path)
 
 
 class SourceCache:
-    """Checked-out trees by full commit id: ``<root>/git/<commit>``."""
+    """Checked-out trees by full commit id (see the module's docstring)."""
 
     def __init__(self, root: Path, mirrors: Mirrors = Mirrors(), timeout: float = 3600) -> None:
         self.root = root
@@ -75,83 +146,99 @@ class SourceCache:
 
     def tree(self, name: str, source: GitSource) -> Path:
         """The tree of ``source`` at its pinned commit, with submodules; fetched once."""
-        commit = source.commit
-        where = f"source {name}: [sources.{name}].commit"
-        if not commit:
-            raise FetchError(f"{where} is empty (nothing pinned); run `doit lock` to pin one")
-        if not FULL_COMMIT.fullmatch(commit):
-            raise FetchError(
-                f"{where} {commit} is a short id, which names no fixed commit; "
-                "run `doit lock` to record the full 40-hex id"
-            )
+        commit = _pinned(name, source)
         cached = self.cached(commit)
         if cached:
             return cached
-        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root / "tmp"))
-        try:
-            self._fetch(name, source, work)
-            final = self.root / "git" / commit
-            final.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                work.rename(final)
-            except OSError:
-                if not final.is_dir():  # another fetch landed it first: keep that one
-                    raise
-            return final
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        origin = Origin(name, self.url(source), commit)
 
-    def _fetch(self, name: str, source: GitSource, work: Path) -> None:
-        url, commit = self.url(source), source.commit
-        config = self.mirrors.git_config()
+        def fill(work: Path) -> None:
+            self._checkout(origin, work)
+            if source.submodules:
+                self._submodules(origin, work)
+
+        return build_dir(self.root / "git" / commit, self.root / "tmp", fill)
+
+    def files(
+        self, name: str, source: GitSource, paths: Iterable[str], dest: Path
+    ) -> frozenset[str]:
+        """Copy the files among ``paths`` of ``source`` at its commit into ``dest``.
+
+        Returns the paths that exist there, files or directories (a directory
+        is only looked at, not copied). The complete tree serves when cached;
+        else the commit's own files, and only the submodules that hold one of
+        ``paths``.
+        """
+        commit = _pinned(name, source)
+        complete = self.cached(commit)
+        if complete:
+            return frozenset(path for path in paths if _copy(complete, path, dest))
+        return self._files(Origin(name, self.url(source), commit), paths, dest, source.submodules)
+
+    def _files(
+        self, origin: Origin, paths: Iterable[str], dest: Path, submodules: bool
+    ) -> frozenset[str]:
+        tree = self._own(origin)
+        subs = {sub.path: sub for sub in _submodules_of(tree)} if submodules else {}
+        present: set[str] = set()
+        inside: dict[str, list[str]] = {}
+        for path in paths:
+            holder = next((sub for sub in subs if path.startswith(f"{sub}/")), None)
+            if holder is not None:
+                inside.setdefault(holder, []).append(path[len(holder) + 1 :])
+            elif _copy(tree, path, dest):
+                present.add(path)
+        for holder, wanted in sorted(inside.items()):
+            origin_of = origin.submodule_origin(subs[holder], self.mirrors)
+            found = self._files(origin_of, wanted, dest / holder, True)
+            present |= {f"{holder}/{path}" for path in found}
+        return frozenset(present)
+
+    def _own(self, origin: Origin) -> Path:
+        """``own/<commit>``: the commit's own files, fetched once."""
+        final = self.root / "own" / origin.commit
+        if final.is_dir():
+            return final
+        return build_dir(final, self.root / "tmp", lambda work: self._checkout(origin, work))
+
+    def _checkout(self, origin: Origin, work: Path) -> None:
+        """``origin``'s commit checked out in ``work`` (an empty directory), no submodules."""
         git("init", "--quiet", str(work), timeout=60)
-        try:  # the pinned commit alone, when the server allows it (GitHub does)
-            git("fetch", "--quiet", "--depth=1", url, commit, cwd=work, config=config,
+        try:  # the commit alone, when the server allows it (GitHub does)
+            git("fetch", "--quiet", "--depth=1", origin.url, origin.commit, cwd=work,
                 timeout=self.timeout)  # fmt: skip
         except CommandFailed:
-            self._fetch_all(name, url, commit, work, config)
+            self._fetch_all(origin, work)
         try:
-            git("checkout", "--quiet", "--detach", commit, cwd=work, timeout=600)
+            git("checkout", "--quiet", "--detach", origin.commit, cwd=work, timeout=600)
         except CommandFailed:
-            raise FetchError(
-                f"source {name}: commit {commit} does not exist in {url}; check "
-                f"[sources.{name}].commit, or run `doit bump:{name}` to move to upstream's newest"
-            ) from None
+            raise origin.missing() from None
         head = git("rev-parse", "HEAD", cwd=work).strip()
-        if head != commit:  # cannot happen with a full id, unless the tree lies
-            raise FetchError(f"source {name}: checked out {head}, not the pinned {commit}")
-        if source.submodules and (work / ".gitmodules").is_file():
-            try:
-                # The superproject's tree pins every submodule commit; file
-                # URLs are allowed for local mirrors.
-                git("submodule", "update", "--init", "--recursive", "--quiet", cwd=work,
-                    config={**config, "protocol.file.allow": "always"},
-                    timeout=self.timeout)  # fmt: skip
-            except CommandFailed as exc:
-                raise FetchError(
-                    f"source {name}: submodules of {commit} could not be fetched "
-                    f"({git_reason(exc)}); check the network or set a mirror"
-                ) from None
+        if head != origin.commit:  # cannot happen with a full id, unless the tree lies
+            raise FetchError(f"source {origin.source}: checked out {head}, not {origin.commit}")
 
-    def _fetch_all(
-        self, name: str, url: str, commit: str, work: Path, config: dict[str, str]
-    ) -> None:
+    def _submodules(self, origin: Origin, tree: Path) -> None:
+        """Every submodule of ``tree``, at the commit the tree pins, recursively."""
+        for sub in _submodules_of(tree):
+            inner = origin.submodule_origin(sub, self.mirrors)
+            self._checkout(inner, tree / sub.path)
+            self._submodules(inner, tree / sub.path)
+
+    def _fetch_all(self, origin: Origin, work: Path) -> None:
         """Branches and tags: for servers that refuse a fetch by id, or to name the failure."""
         try:
-            git("fetch", "--quiet", url, "+refs/heads/*:refs/remotes/origin/*",
-                "+refs/tags/*:refs/tags/*", cwd=work, config=config,
-                timeout=self.timeout)  # fmt: skip
+            git("fetch", "--quiet", origin.url, "+refs/heads/*:refs/remotes/origin/*",
+                "+refs/tags/*:refs/tags/*", cwd=work, timeout=self.timeout)  # fmt: skip
         except CommandFailed as exc:
-            raise _unreachable(name, "fetch", url, exc) from None
+            raise origin.unreachable(git_reason(exc)) from None
 
     def ls_remote(self, name: str, source: GitSource) -> dict[str, str]:
         """Upstream's refs (``refs/heads/main`` -> commit); a tag maps to the commit it tags."""
         url = self.url(source)
         try:
-            out = git("ls-remote", url, config=self.mirrors.git_config(), timeout=300)
+            out = git("ls-remote", url, timeout=300)
         except CommandFailed as exc:
-            raise _unreachable(name, "list", url, exc) from None
+            raise Origin(name, url, "").unreachable(git_reason(exc), "list") from None
         refs: dict[str, str] = {}
         for line in out.splitlines():
             commit, _, ref = line.partition("\t")
@@ -186,7 +273,7 @@ class SourceCache:
         with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=self.root / "tmp") as tmp:
             work = Path(tmp)
             git("init", "--quiet", "--bare", str(work), timeout=60)
-            self._fetch_all(name, self.url(source), source.commit, work, self.mirrors.git_config())
+            self._fetch_all(Origin(name, self.url(source), source.commit), work)
             spec = f"{source.commit}^{{commit}}"
             try:
                 out = git("rev-parse", "--verify", "--quiet", spec, cwd=work)
@@ -199,20 +286,77 @@ class SourceCache:
             return out.strip()
 
 
+def _pinned(name: str, source: GitSource) -> str:
+    """The pinned full commit id, or why there is none."""
+    commit = source.commit
+    where = f"source {name}: [sources.{name}].commit"
+    if not commit:
+        raise FetchError(f"{where} is empty (nothing pinned); run `doit lock` to pin one")
+    if not FULL_COMMIT.fullmatch(commit):
+        raise FetchError(
+            f"{where} {commit} is a short id, which names no fixed commit; "
+            "run `doit lock` to record the full 40-hex id"
+        )
+    return commit
+
+
+def _submodules_of(tree: Path) -> list[Submodule]:
+    """The submodules ``.gitmodules`` declares and the tree pins (a stale entry is skipped)."""
+    if not (tree / ".gitmodules").is_file():
+        return []
+    try:
+        out = git("config", "--file", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$",
+                  cwd=tree, timeout=60)  # fmt: skip
+    except CommandFailed:  # exit 1: no entries
+        return []
+    entries: dict[str, dict[str, str]] = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(" ")
+        name, _, field = key.removeprefix("submodule.").rpartition(".")
+        entries.setdefault(name, {})[field] = value
+    found = []
+    for entry in entries.values():
+        path, url = entry.get("path", ""), entry.get("url", "")
+        if not path or not url:
+            continue
+        listed = git("ls-tree", "HEAD", "--", path, cwd=tree, timeout=60).split()
+        if listed[:2] == ["160000", "commit"]:  # mode, type, id, path: a gitlink
+            found.append(Submodule(path, url, listed[2]))
+    return sorted(found, key=lambda sub: sub.path)
+
+
+def _join(base: str, relative: str) -> str:
+    """A relative submodule URL read against its superproject's URL, as git reads it."""
+    base = base.rstrip("/")
+    while True:
+        if relative.startswith("./"):
+            relative = relative[2:]
+        elif relative.startswith("../"):
+            relative = relative[3:]
+            base = base.rsplit("/", 1)[0]
+        else:
+            return f"{base}/{relative}"
+
+
+def _copy(tree: Path, path: str, dest: Path) -> bool:
+    """Copy the file ``path`` of ``tree`` into ``dest``; whether it exists (a directory does)."""
+    source = tree / path
+    if source.is_file():
+        (dest / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest / path)
+        return True
+    return source.is_dir()
+
+
 _REASONS = (  # git's words (which carry timings and ports) -> a stable reason
     (("Failed to connect", "Couldn't connect", "Connection refused"), "connection refused"),
     (("Could not resolve host",), "host not found"),
     (("timed out", "Timeout"), "timed out"),
+    (("early EOF", "transfer closed", "RPC failed", "unexpected disconnect"),
+     "the connection was dropped during the transfer"),
     (("error: 404", "not found", "does not appear to be a git repository", "does not exist"),
      "no repository there"),
 )  # fmt: skip
-
-
-def _unreachable(name: str, verb: str, url: str, exc: CommandFailed) -> FetchError:
-    return FetchError(
-        f"source {name}: cannot {verb} {url} ({git_reason(exc)}); check the network, "
-        f"or set a mirror ([sources.{name}].mirror, [mirrors], or ${MIRRORS_ENV})"
-    )
 
 
 def git_reason(exc: CommandFailed) -> str:
@@ -225,5 +369,5 @@ def git_reason(exc: CommandFailed) -> str:
 
 
 def copy_tree(tree: Path, dest: Path) -> None:
-    """Copy a checked-out tree without git metadata (submodules' .git files too)."""
+    """Copy a checked-out tree without git metadata (submodules' .git too)."""
     shutil.copytree(tree, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))

@@ -26,7 +26,7 @@ from rocmgraph import audit, build, bump, dockerfile_audit, docs, lock, patch_st
 from rocmgraph.archs import closest, parse_archs
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
-from rocmgraph.errors import GraphToolError, PatchError, StaleError, VariableError, cut
+from rocmgraph.errors import GraphToolError, StaleError, VariableError, cut
 from rocmgraph.layout import ROOT
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -211,9 +211,7 @@ def patches_task(options: Options, fmt: str) -> Task:
         _check_format(fmt)
         rows = patch_status.table(run_for(options))
         print(patch_status.as_json(rows) if fmt == "json" else patch_status.as_text(rows))
-        conflicts = [row for row in rows if row.status == "conflicts"]
-        if conflicts:
-            raise PatchError(f"{len(conflicts)} patches conflict with their pinned tree")
+        patch_status.verdict(rows)
 
     return _report(
         "check every patch against its pinned tree: applies, obsolete or conflicts", show
@@ -229,7 +227,10 @@ def bump_tasks(options: Options, to: str, force: bool, dry: bool) -> Iterator[Ta
         run = run_for(options)
         if to and len(targets) > 1:
             raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
-        print("\n".join(bump.run_bump(run, targets, to, force=force, dry=dry)))
+        report = bump.run_bump(run, targets, to, force=force, dry=dry)
+        print("\n".join(report.lines))
+        if report.error:
+            raise report.error
 
     for name in [*names, "base", "all"]:
         targets = [*names, "base"] if name == "all" else [name]

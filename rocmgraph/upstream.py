@@ -2,23 +2,31 @@
 
 A bare repository per source under the cache (``history/<name>.git``) holds
 the tracked branch, the tags and the pinned commit; each question is a git
-command on it. Fetching needs the network; a failure is one FetchError line.
+command on it. Fetching needs the network; a failure is one FetchError line
+and leaves the repository as it was (nothing half-fetched stays behind).
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rocmgraph.errors import FetchError
+from rocmgraph.fsutil import build_dir
 from rocmgraph.git import git
 from rocmgraph.pins import GitSource
 from rocmgraph.proc import CommandFailed
 from rocmgraph.sources import SourceCache, git_reason
 
 _PR = re.compile(r"\(#(\d+)\)\s*$")
+# git's titles for a revert, and for a revert of a revert; a squash merge adds " (#N)".
+_REVERT = re.compile(r'^(Revert|Reapply) "(.*)"(?:\s*\(#\d+\))?\s*$')
+_GITHUB = re.compile(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", re.IGNORECASE)
+_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 
 
 @dataclass(frozen=True)
@@ -34,24 +42,41 @@ class History:
         self.repo: Path = cache.root / "history" / f"{name}.git"
 
     def fetch(self) -> None:
-        """Upstream's branches and tags as they are now (a branch or tag gone upstream goes)."""
+        """Upstream's branches and tags as they are now (a branch or tag gone upstream goes).
+
+        The network fetch goes into a scratch repository that borrows the
+        objects already here (git's alternates: only new objects travel).
+        The first one is renamed into place; a later one is fetched over
+        from disk. A fetch that fails or is killed half way takes its scratch
+        repository with it: no ``tmp_pack_*`` of the whole history stays.
+        """
         url = self.cache.url(self.source)
+        scratch = self.cache.root / "tmp"
         if not self.repo.is_dir():
-            git("init", "--quiet", "--bare", str(self.repo), timeout=60)
-        refspecs = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
-        config = self.cache.mirrors.git_config()
-        try:
-            git("fetch", "--quiet", "--force", "--prune", "--prune-tags", url, *refspecs,
-                cwd=self.repo, config=config, timeout=self.timeout)  # fmt: skip
-        except CommandFailed as exc:
-            raise FetchError(
-                f"source {self.name}: cannot fetch {url} ({git_reason(exc)})"
-            ) from None
+            build_dir(self.repo, scratch, lambda work: self._fetch_into(work, url))
+        else:
+            scratch.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f"{self.name}.git-", dir=scratch) as tmp:
+                self._fetch_into(Path(tmp), url, borrow=self.repo)
+                git("fetch", "--quiet", "--force", "--prune", "--prune-tags", tmp, *_REFSPECS,
+                    cwd=self.repo, timeout=self.timeout)  # fmt: skip
         if self.resolve(f"refs/heads/{self.source.branch}") is None:
             raise FetchError(
                 f"source {self.name}: {url} has no branch {self.source.branch}; "
                 f"fix [sources.{self.name}].branch"
             )
+
+    def _fetch_into(self, work: Path, url: str, borrow: Path | None = None) -> None:
+        git("init", "--quiet", "--bare", str(work), timeout=60)
+        if borrow is not None:
+            (work / "objects" / "info" / "alternates").write_text(f"{borrow / 'objects'}\n")
+        try:
+            git("fetch", "--quiet", "--force", "--prune", "--prune-tags", url, *_REFSPECS,
+                cwd=work, timeout=self.timeout)  # fmt: skip
+        except CommandFailed as exc:
+            raise FetchError(
+                f"source {self.name}: cannot fetch {url} ({git_reason(exc)})"
+            ) from None
 
     def head(self) -> str:
         return self._git("rev-parse", f"refs/heads/{self.source.branch}")
@@ -87,6 +112,10 @@ class History:
     def tags_containing(self, commit: str) -> list[str]:
         return self._git("tag", "--contains", commit).split()
 
+    def tags_at(self, commit: str) -> list[str]:
+        """The tags that name ``commit`` itself."""
+        return self._git("tag", "--points-at", commit).split()
+
     def behind(self, commit: str) -> int:
         """How many commits of the tracked branch the pin lacks."""
         return int(self._git("rev-list", "--count", f"{commit}..refs/heads/{self.source.branch}"))
@@ -97,9 +126,24 @@ class History:
         return Commit(full, date, subject)
 
     def between(self, old: str, new: str) -> list[Commit]:
-        """The commits ``new`` has and ``old`` has not, newest first."""
-        out = self._git("log", "--format=%H%x09%cs%x09%s", f"{old}..{new}")
+        """The commits ``new`` has and ``old`` has not, newest first (children before parents)."""
+        out = self._git("log", "--topo-order", "--format=%H%x09%cs%x09%s", f"{old}..{new}")
         return [Commit(*line.split("\t", 2)) for line in out.splitlines() if line]
+
+    def files(self, commit: str, under: str) -> list[str]:
+        """The files of ``commit`` below the folder ``under``."""
+        out = git("ls-tree", "-r", "-z", "--name-only", commit, "--", under,
+                  cwd=self.repo, timeout=self.timeout)  # fmt: skip
+        return [name for name in out.split("\0") if name]
+
+    def renames(self, old: str, new: str) -> dict[str, str]:
+        """Old path -> new path for every file git's rename detection finds moved."""
+        # -l: consider up to this many files for inexact renames (git's default
+        # of 1000 gives up silently on two months of a large repository).
+        out = git("diff", "--find-renames", "-l20000", "--diff-filter=R", "--name-status", "-z",
+                  old, new, cwd=self.repo, timeout=self.timeout)  # fmt: skip
+        fields = out.split("\0")
+        return {fields[i + 1]: fields[i + 2] for i in range(0, len(fields) - 2, 3)}
 
     def age_days(self, commit: str, today: datetime | None = None) -> int:
         date = datetime.fromisoformat(self.commit(commit).date).replace(tzinfo=UTC)
@@ -110,14 +154,61 @@ class History:
 
 
 def merged_pr(commits: list[Commit], pr: int) -> Commit | None:
-    """The squash-merge of pull request ``pr`` (a title ending in ``(#pr)``) among ``commits``."""
-    for commit in commits:
-        match = _PR.search(commit.subject)
-        if match and int(match.group(1)) == pr:
-            return commit
+    """The squash-merge of pull request ``pr`` among ``commits`` (newest first) that stands.
+
+    A title ending in ``(#pr)`` merges it; ``Revert "<that title>"`` after it
+    (squash-merged as ``Revert "..." (#M)`` or not) takes it out again, and a
+    revert of the revert (``Reapply "..."``) puts it back. The newest word wins.
+    """
+    standing: Commit | None = None
+    for commit in reversed(commits):  # oldest first
+        effect = _effect(commit.subject, pr)
+        if effect is not None:
+            standing = commit if effect else None
+    return standing
+
+
+def _effect(subject: str, pr: int) -> bool | None:
+    """True if ``subject`` merges ``pr``, False if it reverts it, None if it is about another."""
+    merges = True
+    while match := _REVERT.match(subject):
+        if match.group(1) == "Revert":
+            merges = not merges
+        subject = match.group(2)
+    found = _PR.search(subject)
+    return merges if found and int(found.group(1)) == pr else None
+
+
+def github_repo(url: str) -> str | None:
+    """``owner/name`` of a GitHub repository URL, lower-cased (GitHub ignores case), or None."""
+    match = _GITHUB.fullmatch(url)
+    return f"{match.group(1)}/{match.group(2)}".lower() if match else None
+
+
+def moved_to(path: str, renames: dict[str, str], files_before: list[str]) -> str | None:
+    """Where rename detection says ``path`` went: a file's new path, or a folder's new prefix.
+
+    A folder moved when most of its files (``files_before``, under it at the old
+    commit) moved under one new prefix, keeping their place inside it.
+    """
+    if path in renames:
+        return renames[path]
+    folder = path.rstrip("/") + "/"
+    prefixes: Counter[str] = Counter()
+    for old in files_before:
+        new = renames.get(old, "")
+        inner = old.removeprefix(folder)
+        if new.endswith(f"/{inner}"):
+            prefixes[new[: -len(inner)]] += 1
+    if prefixes:
+        prefix, count = prefixes.most_common(1)[0]
+        if 2 * count > len(files_before):
+            return prefix
     return None
 
 
 def compare_url(repo: str, old: str, new: str) -> str:
-    match = re.fullmatch(r"https://github\.com/([^/]+/[^/]+?)(\.git)?/?", repo)
-    return f"https://github.com/{match.group(1)}/compare/{old[:12]}...{new[:12]}" if match else ""
+    match = _GITHUB.fullmatch(repo)
+    if not match:
+        return ""
+    return f"https://github.com/{match.group(1)}/{match.group(2)}/compare/{old[:12]}...{new[:12]}"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import http.server
+import os
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 Handler = http.server.BaseHTTPRequestHandler
 
@@ -25,7 +28,29 @@ class Route:
     hits: int = 0
 
 
-class LoopbackServer:
+class _Served:
+    """An HTTP server on 127.0.0.1, in a thread, for the time of a ``with`` block."""
+
+    def __init__(self, handler: type[Handler]) -> None:
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+class LoopbackServer(_Served):
     """An HTTP server on 127.0.0.1: scripted routes, and a static directory for the rest."""
 
     def __init__(self, root: Path | None = None) -> None:
@@ -47,13 +72,7 @@ class LoopbackServer:
                     return
                 server.serve(self, route)
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        super().__init__(_Handler)
 
     def serve(self, handler: Handler, route: Route) -> None:
         route.hits += 1
@@ -74,14 +93,11 @@ class LoopbackServer:
             return
         handler.wfile.write(route.body)
 
-    def __enter__(self) -> LoopbackServer:
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+def closed_url() -> str:
+    """An http://127.0.0.1 URL where nothing listens (a server's port, once it is gone)."""
+    with LoopbackServer() as server:
+        return server.url
 
 
 def git(repo: Path, *args: str) -> str:
@@ -204,3 +220,107 @@ class Registry:
         )
         response.raise_for_status()
         return "sha256:" + hashlib.sha256(manifest).hexdigest()
+
+
+class GitHttpServer(_Served):
+    """Smart HTTP git (``git http-backend``, as GitHub speaks it) for the repositories under
+    ``root``, on 127.0.0.1. ``cut_pack`` sends half of each pack it serves and then hangs up
+    (``stall`` instead: sends half and waits), so a fetch fails half way through."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cut_pack = False
+        self.stall = 0.0  # seconds to wait after half a pack
+        self.packs_served = 0
+        server = self
+
+        class _Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                server.backend(self, b"")
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                server.backend(self, body)
+
+        super().__init__(_Handler)
+
+    def backend(self, handler: Handler, body: bytes) -> None:
+        path, _, query = handler.path.partition("?")
+        env = {
+            **os.environ,
+            "GIT_PROJECT_ROOT": str(self.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "REQUEST_METHOD": handler.command,
+            "CONTENT_TYPE": handler.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "GIT_PROTOCOL": handler.headers.get("Git-Protocol", ""),
+        }
+        out = subprocess.run(
+            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+        ).stdout
+        head, _, payload = out.partition(b"\r\n\r\n")
+        status, headers = 200, []
+        for line in head.decode().split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        handler.send_response(status)
+        for name, value in headers:
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        is_pack = handler.command == "POST" and b"PACK" in payload
+        if is_pack:
+            self.packs_served += 1
+        if is_pack and (self.cut_pack or self.stall):
+            handler.wfile.write(payload[: len(payload) // 2])
+            handler.wfile.flush()
+            time.sleep(self.stall)
+            handler.close_connection = True
+            return
+        handler.wfile.write(payload)
+
+
+def many_files(count: int, size: int = 6000) -> dict[str, str]:
+    """Files of random text: enough objects that git keeps a fetch as one pack (index-pack)."""
+    import secrets
+
+    return {f"data/{n:04}.txt": secrets.token_hex(size // 2) + "\n" for n in range(count)}
+
+
+@contextmanager
+def failing_upstream(kind: str, www: Path, repo: Path) -> Iterator[tuple[str, str]]:
+    """``repo`` served from ``www`` by a server that fails half way through the pack; yields
+    the URL and the reason the fetch names. ``cut``: smart HTTP hangs up; ``stalled``: smart
+    HTTP goes quiet (the fetch's timeout ends it); ``dumb``: a static server hangs up."""
+    www.mkdir(parents=True, exist_ok=True)
+    bare = www / "up.git"
+    if not bare.exists():
+        git(www, "clone", "--quiet", "--bare", str(repo), str(bare))
+    git(bare, "fetch", "--quiet", str(repo), "+refs/heads/*:refs/heads/*")
+    dropped = "the connection was dropped during the transfer"
+    if kind == "dumb":  # GitHub no longer speaks it; mirrors on plain web servers do
+        git(bare, "repack", "-a", "-d", "--quiet")
+        git(bare, "update-server-info")
+        with LoopbackServer(www) as server:
+            for pack in (bare / "objects" / "pack").glob("*.pack"):
+                body = pack.read_bytes()
+                route = Route(body, drop_after=len(body) // 2)
+                server.routes[f"/up.git/objects/pack/{pack.name}"] = route
+            yield f"{server.url}/up.git", dropped
+        return
+    with GitHttpServer(www) as smart:
+        if kind == "cut":
+            smart.cut_pack = True
+        else:
+            smart.stall = 30
+        yield f"{smart.url}/up.git", dropped if kind == "cut" else "timed out"

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import edit_toml, need, run_doit
-from servers import LoopbackServer, Registry, commit, git
-from world import World
+from servers import LoopbackServer, Registry, closed_url, commit, git
+from world import World, kernel_as_submodule
 
 
 def audit(world: World, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -112,3 +112,24 @@ def test_an_unreachable_upstream_is_unknown_and_exits_2(world: World, tmp_path: 
     assert rows(document)["[sources.vllm].commit"]["unknown"] == [
         f"source vllm: cannot fetch {closed}/vllm.git (connection refused)"
     ]
+
+
+def test_a_patch_tree_that_cannot_be_fetched_is_unknown_beside_every_other_row(
+    world: World, tmp_path: Path
+) -> None:
+    need("docker-registry")
+    closed = closed_url()
+    with Registry(tmp_path / "registry") as registry:
+        locked_world(world, registry)
+        kernel_as_submodule(world, tmp_path, f"{closed}/sgl-kernel.git")
+        code, document, err = audit(world)
+    assert code == 2
+    assert err == f"error: audit: 1 of {len(document['rows'])} pins could not be checked\n"
+    sglang = rows(document)["[sources.sglang].commit"]
+    assert (sglang["exists"], sglang["patches"], sglang["problems"]) == (True, "unknown", [])
+    assert sglang["unknown"] == [
+        f"source sglang: cannot fetch submodule sgl-kernel from {closed}/sgl-kernel.git "
+        "(connection refused); check the network, or set a mirror ([mirrors] or "
+        "$VERL_GRAPH_MIRRORS)"
+    ]
+    assert rows(document)["[sources.vllm].commit"]["patches"] == "3 applies"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import edit_toml, need, run_doit
-from servers import Registry, commit, git
-from world import World
+from conftest import ROOT, edit_toml, need, run_doit
+from servers import Registry, closed_url, commit, git
+from world import World, kernel_as_submodule
 
 from rocmgraph import fsutil, patches, pins
 
@@ -39,8 +41,10 @@ def test_bump_moves_to_the_branch_head_and_changes_only_that_value(world: World)
         f"  applies   {CUMEM}",
         f"  applies   {PAD}",
         f"  applies   {ORACLE}",
+        "  note: [sources.vllm].version still says 0.22.1rc1: set it to the version at "
+        f"{head[:12]}",
         "rebuilds: vllm, assemble, prune, manifest",
-        f"wrote {world.pins}",
+        f"wrote {world.pins}",  # not the repository's pins.toml: no docs to render
     ]
     assert world.pins_text() == before.replace(first, head)  # every comment, byte for byte
 
@@ -72,13 +76,9 @@ def test_bump_to_a_tag_or_a_commit(world: World) -> None:
 
 def test_a_squash_merged_fix_is_obsolete_even_when_its_text_differs(world: World) -> None:
     repo = world.repos["vllm"]
-    cpp = (repo / "csrc/cumem_allocator.cpp").read_text()
-    fix = "  zero_fresh_memory(d_mem, size);  // upstream's own fix\n"
-    upstream_way = cpp.replace(
-        "    return;\n  }\n  // std::cout", f"    return;\n  }}\n{fix}  // std::cout"
-    )
-    merge = commit(repo, {"csrc/cumem_allocator.cpp": upstream_way},
-                   "[ROCm] Zero freshly mapped memory (#44972)")  # fmt: skip
+    merged(repo)
+    merge = git(repo, "rev-parse", "HEAD")
+    before = world.pins_text()
     code, out, err = bump(world, "bump:vllm")
     assert code == 0, out + err
     assert (
@@ -88,6 +88,10 @@ def test_a_squash_merged_fix_is_obsolete_even_when_its_text_differs(world: World
     moved = pins.load(world.pins).sources["vllm"]
     assert moved.commit == merge
     assert moved.patches == (PAD, ORACLE)
+    # the list stays one item a line; only the obsolete patch's line goes
+    assert world.pins_text() == before.replace(world.commits["vllm"], merge).replace(
+        f'    "{CUMEM}",\n', ""
+    )
 
 
 def test_a_fix_upstream_already_has_is_obsolete(world: World) -> None:
@@ -112,7 +116,7 @@ def test_a_conflicting_patch_stops_the_bump_with_nothing_written(world: World) -
     before = world.pins_text()
     code, out, err = bump(world, "bump:vllm")
     assert code == 1
-    assert err == "error: bump stopped for vllm: patches conflict; see above\n"
+    assert err == "error: bump stopped for vllm: conflicts at the new commit; see above\n"
     lines = out.splitlines()
     assert f"  conflicts {PAD}: {PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply" in lines
     assert "  stopped: 1 patch conflict; nothing written for vllm (force=1 writes)" in lines
@@ -171,3 +175,257 @@ def test_an_interrupted_write_leaves_the_old_file(
         fsutil.atomic_write_text(path, "new = 2\n" * 1000)
     assert path.read_text() == "old = 1\n"
     assert [p.name for p in tmp_path.iterdir()] == ["pins.toml"]  # no half-written file left
+
+
+# ---------------------------------------------------------------- obsolete needs evidence
+
+CPP = "csrc/cumem_allocator.cpp"
+MERGE_TITLE = "[ROCm] Zero freshly mapped memory (#44972)"
+CUMEM_HUNK = f"{CPP}: hunk 1 (@@ -212,6 +212,14 @@) does not apply"
+
+
+def upstream_way(text: str) -> str:
+    """vLLM's own fix, written differently from ours: our patch no longer applies."""
+    fix = "  zero_fresh_memory(d_mem, size);  // upstream's own fix\n"
+    return text.replace(
+        "    return;\n  }\n  // std::cout", f"    return;\n  }}\n{fix}  // std::cout"
+    )
+
+
+def merged(repo: Path) -> None:
+    commit(repo, {CPP: upstream_way((repo / CPP).read_text())}, MERGE_TITLE)
+
+
+def merged_then_reverted(repo: Path) -> None:
+    original = (repo / CPP).read_text()
+    merged(repo)
+    commit(repo, {CPP: original}, f'Revert "{MERGE_TITLE}" (#45001)')
+    reworded = original.replace("  // std::cout", "  // debug: std::cout")
+    commit(repo, {CPP: reworded}, "Reword the debug print")
+
+
+def another_pr_merged(repo: Path) -> None:
+    commit(repo, {CPP: upstream_way((repo / CPP).read_text())}, "[ROCm] Zero memory (#44973)")
+
+
+def titled_but_elsewhere(repo: Path) -> None:
+    commit(repo, {"NEWS": "the fix, announced\n"}, MERGE_TITLE)
+
+
+OBSOLETE = (
+    f"  obsolete  {CUMEM}: upstream merged #44972 in {{head}} ({MERGE_TITLE}); "
+    "left out of [sources.vllm].patches: delete the file"
+)
+CONFLICTS = f"  conflicts {CUMEM}: {CUMEM_HUNK}"
+APPLIES = f"  applies   {CUMEM}"
+
+
+@pytest.mark.parametrize(
+    ("repo_url", "history", "verdict"),
+    [
+        # the repository the Forwarded: URL names, however its URL is spelled
+        ("https://github.com/VLLM-Project/vLLM.git", merged, OBSOLETE),
+        ("https://github.com/vllm-project/vllm/", merged, OBSOLETE),
+        # a fork's #44972 is another pull request; so is another forge's
+        ("https://github.com/ROCm/vllm", merged, CONFLICTS),
+        ("https://gitlab.com/vllm-project/vllm", merged, CONFLICTS),
+        # reverted since: not upstream's any more; another number is another fix
+        ("https://github.com/vllm-project/vllm", merged_then_reverted, CONFLICTS),
+        ("https://github.com/vllm-project/vllm", another_pr_merged, CONFLICTS),
+        # a title never overrides a patch that still applies
+        ("https://github.com/vllm-project/vllm", titled_but_elsewhere, APPLIES),
+    ],
+)
+def test_a_merged_pull_request_counts_only_in_its_repository_and_only_if_it_stands(
+    world: World, repo_url: str, history: Callable[[Path], None], verdict: str
+) -> None:
+    repo = world.repos["vllm"]
+    text = edit_toml(world.pins_text(), ["sources", "vllm", "repo"], repo_url)
+    # a mirror says where to fetch, never which repository it is
+    world.pins.write_text(edit_toml(text, ["sources", "vllm", "mirror"], f"file://{repo}"))
+    history(repo)
+    head = git(repo, "rev-parse", "HEAD")
+    code, out, err = bump(world, "bump:vllm", "dry=1")
+    assert verdict.format(head=head[:12]) in out.splitlines()
+    assert code == (1 if verdict == CONFLICTS else 0), out + err
+
+
+# ---------------------------------------------------------------- what the recipe expects
+
+SETUP_ROCM = "docker/patches/sglang/0003-sgl-kernel-build-for-every-target-arch.patch"
+FP8 = "docker/patches/sglang/0004-sgl-kernel-fp8-type-by-compiled-arch.patch"
+
+
+def test_a_moved_folder_and_its_files_are_conflicts_that_say_where_they_went(
+    world: World,
+) -> None:
+    repo = world.repos["sglang"]
+    (repo / "python/sglang/kernels").mkdir(parents=True, exist_ok=True)
+    git(repo, "mv", "sgl-kernel", "python/sglang/kernels/aot")
+    commit(repo, {}, "Move sgl-kernel into the package (#40000)")
+    before = world.pins_text()
+    code, out, err = bump(world, "bump:sglang")
+    aot = "python/sglang/kernels/aot"
+    assert out.splitlines()[1:] == [
+        "  applies   docker/patches/sglang/0001-layernorm-in-place-fused-add-rms-norm.patch",
+        "  applies   docker/patches/sglang/0002-pyproject-no-rust-grpc-extension.patch",
+        f"  conflicts {SETUP_ROCM}: sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py",
+        f"  conflicts {FP8}: sgl-kernel/include/utils.h moved to {aot}/include/utils.h",
+        '  conflicts [sources.sglang.overlay]."sgl-kernel/pyproject.toml": '
+        f"sgl-kernel/pyproject_rocm.toml moved to {aot}/pyproject_rocm.toml",
+        '  conflicts [sources.sglang.overlay]."sgl-kernel/setup.py": '
+        f"sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py",
+        f"  conflicts [sources.sglang].subdirs: sgl-kernel/ moved to {aot}/",
+        f"  note: [sources.sglang].version still says 0.5.15: set it to the version at "
+        f"{git(repo, 'rev-parse', 'HEAD')[:12]}",
+        "  stopped: 2 patches conflict and 3 paths the recipe names are missing; "
+        "nothing written for sglang (force=1 writes)",
+    ]
+    assert (code, err) == (1, "error: bump stopped for sglang: conflicts at the new commit; "
+                              "see above\n")  # fmt: skip
+    assert world.pins_text() == before
+
+
+def test_a_deleted_requirements_file_and_a_moved_patched_file(world: World) -> None:
+    repo = world.repos["vllm"]
+    (repo / "csrc/cumem").mkdir()
+    git(repo, "mv", CPP, "csrc/cumem/allocator.cpp")
+    git(repo, "rm", "--quiet", "requirements/rocm.txt")
+    commit(repo, {}, "Reorganise the allocator and the requirements")
+    code, out, _ = bump(world, "bump:vllm")
+    assert code == 1
+    lines = out.splitlines()
+    assert f"  conflicts {CUMEM}: {CPP} moved to csrc/cumem/allocator.cpp" in lines
+    assert (
+        "  conflicts [sources.vllm].requirements: requirements/rocm.txt: deleted upstream "
+        "(git finds no rename)"
+    ) in lines
+    assert lines[-1] == (
+        "  stopped: 1 patch conflict and 1 path the recipe names is missing; nothing written "
+        "for vllm (force=1 writes)"
+    )
+    code, out, _ = bump(world, "bump:vllm", "force=1")
+    assert code == 0
+    assert pins.load(world.pins).sources["vllm"].commit == git(repo, "rev-parse", "HEAD")
+
+
+# ---------------------------------------------------------------- one unreachable, others shown
+
+
+def test_bump_all_reports_every_source_when_one_cannot_be_reached(
+    world: World, tmp_path: Path
+) -> None:
+    need("docker-registry")
+    closed = closed_url()
+    text = edit_toml(world.pins_text(), ["sources", "vllm", "mirror"], f"{closed}/vllm.git")
+    with Registry(tmp_path / "registry") as registry:
+        image = f"{registry.host}/rocm/primus:v26.4"
+        digest = registry.push("rocm/primus", "v26.4", b'{"os":"linux"}')
+        text = edit_toml(edit_toml(text, ["base", "image"], image), ["base", "digest"], digest)
+        world.pins.write_text(text)
+        code, out, err = bump(world, "bump:all")
+    assert code == 2, out + err
+    assert err == "error: bump: could not check vllm; see above\n"
+    lines = out.splitlines()
+    at = lines.index("vllm: not checked")
+    assert lines[at + 1] == (
+        f"  unknown: source vllm: cannot fetch {closed}/vllm.git (connection refused)"
+    )
+    assert f"base: {image} is still {digest[7:19]}" in lines
+    assert lines[-1] == f"wrote {world.pins}"
+    after = pins.load(world.pins).sources
+    for name, repo in world.repos.items():
+        expected = world.commits["vllm"] if name == "vllm" else git(repo, "rev-parse", "HEAD")
+        assert after[name].commit == expected, name
+
+
+def test_a_conflict_wins_over_what_cannot_be_reached(world: World) -> None:
+    closed = closed_url()
+    text = edit_toml(world.pins_text(), ["sources", "sglang", "mirror"], f"{closed}/sglang.git")
+    image = f"{closed.removeprefix('http://')}/rocm/primus:v26.4"
+    world.pins.write_text(edit_toml(text, ["base", "image"], image))
+    conflicting_upstream(world)
+    code, out, err = bump(world, "bump:all")
+    assert code == 1
+    assert err == "error: bump stopped for vllm: conflicts at the new commit; see above\n"
+    lines = out.splitlines()
+    assert lines[lines.index("base: not checked") + 1] == (
+        f"  unknown: GET {closed}/v2/rocm/primus/manifests/v26.4: cannot connect (3 attempts)"
+    )
+    assert lines[lines.index("sglang: not checked") + 1] == (
+        f"  unknown: source sglang: cannot fetch {closed}/sglang.git (connection refused)"
+    )
+
+
+def test_a_new_tree_that_cannot_be_fetched_is_unknown_and_nothing_is_written(
+    world: World, tmp_path: Path
+) -> None:
+    before = world.pins_text()
+    closed = closed_url()
+    head = kernel_as_submodule(world, tmp_path, f"{closed}/sgl-kernel.git")
+    world.pins.write_text(before)  # still pinned at the old commit; upstream moved
+    code, out, err = bump(world, "bump:sglang")
+    assert (code, err) == (2, "error: bump: could not check sglang; see above\n")
+    lines = out.splitlines()
+    assert lines[0].startswith(f"sglang: {world.commits['sglang'][:12]} (")
+    assert f" -> {head[:12]} (" in lines[0]
+    assert lines[1:] == [
+        f"  unknown: source sglang: cannot fetch submodule sgl-kernel from {closed}/sgl-kernel.git "
+        "(connection refused); check the network, or set a mirror ([mirrors] or "
+        "$VERL_GRAPH_MIRRORS)"
+    ]
+    assert world.pins_text() == before
+
+
+# ---------------------------------------------------------------- the version a bump cannot know
+
+
+def test_a_version_tag_on_the_new_commit_sets_the_version(world: World) -> None:
+    repo = world.repos["sglang"]
+    head = commit(repo, {"NEWS": "release\n"}, "Release 0.5.16")
+    git(repo, "tag", "-a", "v0.5.16", "-m", "0.5.16", head)
+    git(repo, "tag", "nightly", head)  # not a version: ignored
+    code, out, err = bump(world, "bump:sglang")
+    assert code == 0, out + err
+    assert "note:" not in out
+    assert pins.load(world.pins).sources["sglang"].version == "0.5.16"
+
+
+def test_two_version_tags_on_the_new_commit_are_left_to_you(world: World) -> None:
+    repo = world.repos["sglang"]
+    head = commit(repo, {"NEWS": "release\n"}, "Release")
+    git(repo, "tag", "v0.5.16", head)
+    git(repo, "tag", "v0.6.0rc0", head)
+    code, out, _ = bump(world, "bump:sglang")
+    assert code == 0
+    assert (
+        f"  note: [sources.sglang].version still says 0.5.15: set it to the version at {head[:12]}"
+    ) in out.splitlines()
+    assert pins.load(world.pins).sources["sglang"].version == "0.5.15"
+
+
+# ---------------------------------------------------------------- the docs follow pins.toml
+
+
+def test_a_bump_of_the_repository_pins_renders_the_docs(world: World, tmp_path: Path) -> None:
+    """In a copy of this repository whose pins.toml is the world's: bump writes it and the
+    docs made from it, so `doit render check=1` (CI) passes right after."""
+    copy = tmp_path / "repository"
+    listed = git(ROOT, "ls-files", "--cached", "--others", "--exclude-standard").splitlines()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    (copy / "pins.toml").write_text(world.pins_text())
+    result = run_doit("bump:vllm", cwd=copy, env=world.env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    head = git(world.repos["vllm"], "rev-parse", "HEAD")
+    assert result.stdout.splitlines()[-3:] == [
+        "wrote pins.toml",
+        "wrote README.md",
+        "wrote docker/Dockerfile.rocm",
+    ]
+    assert f"vLLM @{head[:9]}" in (copy / "README.md").read_text()
+    check = run_doit("render", "check=1", cwd=copy, env=world.env)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.splitlines()[-1] == "docs are fresh"

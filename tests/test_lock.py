@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import re
 
+import pytest
 from conftest import run_doit
 from world import KEY, WHEELS, World, wheel_bytes
 
-from rocmgraph import pins
+from rocmgraph import lock, pins
 
 
 def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world: World) -> None:
@@ -61,3 +62,43 @@ def test_lock_that_cannot_reach_an_index_writes_what_it_found_and_fails(world: W
 
 def _values_blanked(text: str) -> str:
     return re.sub(r'= "[^"]*"', '= ""', text)
+
+
+MULTI = """\
+[sources.vllm]
+patches = [
+    "a.patch",  # the first fix
+    "b.patch",  # the second fix
+    "c.patch",
+]  # three fixes
+commit = "x"
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "new", "written"),
+    [
+        (MULTI, ("a.patch", "c.patch"),
+         MULTI.replace('    "b.patch",  # the second fix\n', "")),
+        (MULTI, ("c.patch",),
+         MULTI.replace('    "a.patch",  # the first fix\n    "b.patch",  # the second fix\n', "")),
+        (MULTI, (), 'patches = [\n]  # three fixes\n'),
+        (MULTI, ("a.patch", "b.patch", "c.patch", "d.patch"),
+         MULTI.replace('    "c.patch",\n', '    "c.patch",\n    "d.patch",\n')),
+        ('patches = ["a.patch", "b.patch"]  # one line\n', ("b.patch",),
+         'patches = ["b.patch"]  # one line\n'),
+        ('patches = []\n', ("a.patch",), 'patches = ["a.patch"]\n'),
+    ],
+)  # fmt: skip
+def test_a_list_keeps_its_layout_and_the_comments_of_the_items_that_stay(
+    text: str, new: tuple[str, ...], written: str
+) -> None:
+    path = ("sources", "vllm", "patches") if text.startswith("[") else ("patches",)
+    after = lock.apply(text, [lock.Change(path, (), new)])
+    assert written in after if text.startswith("[") else after == written
+    assert after.count("commit") == text.count("commit")
+
+
+def test_a_value_the_file_does_not_have_yet_is_added_to_its_table() -> None:
+    after = lock.apply(MULTI, [lock.Change(("sources", "vllm", "tag"), "", "v1")])
+    assert after == MULTI + 'tag = "v1"\n'

@@ -71,7 +71,9 @@ def test_a_fix_upstream_merged_is_obsolete_and_never_applied_twice(tmp_path: Pat
     write_tree(tree, patches.postimage(patches.read_patch(CUMEM)))  # upstream merged #44972
     before = (tree / "csrc/cumem_allocator.cpp").read_text()
     statuses = patches.apply(tree, VLLM, "vllm")
-    assert statuses[0] == patches.Status(CUMEM, "obsolete", "upstream has this change already")
+    assert statuses[0] == patches.Status(
+        CUMEM, patches.Outcome.OBSOLETE, "upstream has this change already"
+    )
     assert (tree / "csrc/cumem_allocator.cpp").read_text() == before
     assert before.count("hipMemset") == 1
 
@@ -82,7 +84,7 @@ def test_changed_context_is_a_conflict_naming_file_and_hunk(tmp_path: Path) -> N
     (tree / PAD_FILE).write_text(text.replace("# used by captured CUDA graphs.", "# (reworded)"))
     statuses = patches.check(tree, VLLM)
     assert statuses[1] == patches.Status(
-        PAD, "conflicts", f"{PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply"
+        PAD, patches.Outcome.CONFLICTS, f"{PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply"
     )
     assert [s.status for s in statuses] == ["applies", "conflicts", "applies"]
 
@@ -92,8 +94,61 @@ def test_a_moved_file_is_a_conflict_not_silence(tmp_path: Path) -> None:
     (tree / "csrc/cumem_allocator.cpp").rename(tree / "csrc/cumem.cpp")
     statuses = patches.check(tree, VLLM)
     assert statuses[0] == patches.Status(
-        CUMEM, "conflicts", "csrc/cumem_allocator.cpp: no such file (moved or deleted upstream?)"
+        CUMEM,
+        patches.Outcome.CONFLICTS,
+        "csrc/cumem_allocator.cpp: no such file (moved or deleted upstream?)",
+        missing=("csrc/cumem_allocator.cpp",),
     )
+
+
+MIXED = """Description: creates one file, changes another, deletes a third
+Forwarded: not-needed
+---
+diff --git a/docs/new.md b/docs/new.md
+new file mode 100644
+--- /dev/null
++++ b/docs/new.md
+@@ -0,0 +1 @@
++created
+diff --git a/src/kept.py b/src/kept.py
+--- a/src/kept.py
++++ b/src/kept.py
+@@ -1 +1 @@
+-old = 1
++new = 1
+diff --git a/src/gone.py b/src/gone.py
+deleted file mode 100644
+--- a/src/gone.py
++++ /dev/null
+@@ -1 +0,0 @@
+-bye = 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("tree", "outcome", "missing"),
+    [
+        ({"src/kept.py": "old = 1\n", "src/gone.py": "bye = 1\n"}, "applies", ()),
+        ({"src/kept.py": "new = 1\n", "docs/new.md": "created\n"}, "obsolete", ()),
+        ({"src/gone.py": "bye = 1\n"}, "conflicts", ("src/kept.py",)),
+        ({}, "conflicts", ("src/gone.py", "src/kept.py")),
+    ],
+)
+def test_only_the_files_a_patch_needs_can_be_missing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tree: dict[str, str],
+    outcome: str,
+    missing: tuple[str, ...],
+) -> None:
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "docker" / "mixed.patch").write_text(MIXED)
+    monkeypatch.setattr(patches, "ROOT", tmp_path)
+    patch = patches.read_patch("docker/mixed.patch")
+    assert patch.files == ("docs/new.md", "src/gone.py", "src/kept.py")
+    assert patch.needs == ("src/gone.py", "src/kept.py")  # not the file it creates
+    [status] = patches.check(write_tree(tmp_path / "tree", tree), ("docker/mixed.patch",))
+    assert (status.status, status.missing) == (outcome, missing)
 
 
 def test_a_conflict_stops_before_anything_is_applied(tmp_path: Path) -> None:

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import PINS, edit_toml
-from servers import LoopbackServer, commit, git, make_repo, serve_bare
+from servers import (
+    LoopbackServer,
+    closed_url,
+    commit,
+    failing_upstream,
+    git,
+    make_repo,
+    many_files,
+    serve_bare,
+)
 
 from rocmgraph import pins
 from rocmgraph.errors import FetchError
@@ -104,14 +114,20 @@ def test_fetch_over_http_from_a_loopback_server(tmp_path: Path, upstream: tuple[
     assert (tree / "csrc" / "a.cpp").read_text() == "int a;\n"
 
 
+def add_submodule(top: Path, path: str, repo: Path, declared: str = "") -> None:
+    """``repo`` as the submodule ``path`` of ``top``, its URL in .gitmodules ``declared``."""
+    git(top, "submodule", "add", "--quiet", f"file://{repo}", path)
+    if declared:
+        git(top, "config", "-f", ".gitmodules", f"submodule.{path}.url", declared)
+        git(top, "add", ".gitmodules")
+
+
 def with_submodule(tmp_path: Path, url: str) -> tuple[Path, str]:
     sub = tmp_path / "sub"
     make_repo(sub, {"kernel.h": "// pinned by the superproject\n"})
     top = tmp_path / "top"
     make_repo(top, {"setup.py": "# top\n"})
-    git(top, "submodule", "add", "--quiet", f"file://{sub}", "third_party/sub")
-    git(top, "config", "-f", ".gitmodules", "submodule.third_party/sub.url", url)
-    git(top, "add", ".gitmodules")
+    add_submodule(top, "third_party/sub", sub, url)
     return top, commit(top, {}, "add submodule")
 
 
@@ -140,8 +156,9 @@ def test_a_fetch_that_fails_half_way_never_lands_in_the_cache(tmp_path: Path) ->
     with pytest.raises(FetchError) as caught:
         SourceCache(tmp_path / "cache").tree("sglang", source(pinned, f"file://{top}"))
     assert str(caught.value) == (
-        f"source sglang: submodules of {pinned} could not be fetched (no repository there); "
-        "check the network or set a mirror"
+        f"source sglang: cannot fetch submodule third_party/sub from file://{tmp_path / 'sub'} "
+        "(no repository there); check the network, or set a mirror ([mirrors] or "
+        "$VERL_GRAPH_MIRRORS)"
     )
     assert not (tmp_path / "cache" / "git").exists()
     assert list((tmp_path / "cache" / "tmp").iterdir()) == []
@@ -179,3 +196,173 @@ def _pins_with_mirrors(mirrors: dict[str, str]) -> pins.Pins:
     for prefix, replacement in mirrors.items():
         text = edit_toml(text, ["mirrors", prefix], replacement)
     return pins.loads(text)
+
+
+# ---------------------------------------------------------------- mirrors on path boundaries
+
+
+@pytest.mark.parametrize(
+    ("url", "rewritten"),
+    [
+        ("https://github.com/org/repo", "file:///m/repo"),
+        ("https://github.com/org/repo/sub.git", "file:///m/repo/sub.git"),
+        ("https://github.com/org/repo-recipe", "file:///m/all/repo-recipe"),
+        ("https://github.com/org/repo.git", "file:///m/all/repo.git"),
+        ("https://github.com/org/reposition", "file:///m/all/reposition"),
+        ("https://github.com/orgs", "https://github.com/orgs"),
+        ("https://github.com/other/repo", "https://github.com/other/repo"),
+        ("git@github.com:org/repo", "file:///m/ssh/org/repo"),
+        ("git@github.com:organ", "file:///m/ssh/organ"),
+    ],
+)
+def test_a_mirror_prefix_matches_on_a_path_boundary(url: str, rewritten: str) -> None:
+    mirrors = Mirrors(
+        (
+            ("https://github.com/org/repo", "file:///m/repo"),
+            ("https://github.com/org/", "file:///m/all/"),
+            ("git@github.com:", "file:///m/ssh/"),
+        )
+    )
+    assert mirrors.apply(url) == rewritten
+
+
+def test_a_submodule_url_that_shares_a_prefix_is_not_rewritten_by_it(tmp_path: Path) -> None:
+    """git's insteadOf would send .../org/repo-recipe to the mirror of .../org/repo."""
+    recipe = tmp_path / "all" / "repo-recipe"
+    make_repo(recipe, {"recipe.txt": "the real submodule\n"})
+    top = tmp_path / "repo"
+    make_repo(top, {"setup.py": "# top\n"})
+    add_submodule(top, "recipe", recipe, "https://example.invalid/org/repo-recipe")
+    pinned = commit(top, {}, "add the recipe")
+    mirrors = Mirrors(
+        (
+            ("https://example.invalid/org/repo", f"file://{top}"),
+            ("https://example.invalid/org/", f"file://{tmp_path}/all/"),
+        )
+    )
+    repo = GitSource(repo="https://example.invalid/org/repo", branch="main", commit=pinned)
+    tree = SourceCache(tmp_path / "cache", mirrors).tree("repo", repo)
+    assert (tree / "recipe" / "recipe.txt").read_text() == "the real submodule\n"
+
+
+def test_a_relative_submodule_url_is_read_against_where_the_superproject_came_from(
+    tmp_path: Path,
+) -> None:
+    make_repo(tmp_path / "mirror" / "sub", {"kernel.h": "// sibling on the mirror\n"})
+    top = tmp_path / "mirror" / "top"
+    make_repo(top, {"setup.py": "# top\n"})
+    add_submodule(top, "third/sub", tmp_path / "mirror" / "sub", "../sub")
+    pinned = commit(top, {}, "relative submodule")
+    tree = SourceCache(tmp_path / "cache").tree("top", source(pinned, f"file://{top}"))
+    assert (tree / "third" / "sub" / "kernel.h").read_text() == "// sibling on the mirror\n"
+
+
+# ---------------------------------------------------------------- files: what a check needs
+
+
+def nested(tmp_path: Path, unreachable: str) -> tuple[Path, str]:
+    """top -> kernels (submodule) -> inner (submodule), and a submodule nobody can fetch."""
+    inner = tmp_path / "inner"
+    make_repo(inner, {"inner.h": "// inner\n"})
+    kernels = tmp_path / "kernels"
+    make_repo(kernels, {"setup_rocm.py": "# kernels\n"})
+    add_submodule(kernels, "third/inner", inner)
+    commit(kernels, {}, "inner")
+    top = tmp_path / "top"
+    make_repo(top, {"python/setup.py": "# top\n"})
+    add_submodule(top, "sgl-kernel", kernels)
+    add_submodule(top, "3rdparty/gone", inner, unreachable)
+    return top, commit(top, {}, "submodules")
+
+
+def test_files_fetch_no_submodule_that_no_path_is_inside(tmp_path: Path) -> None:
+    closed = closed_url()
+    top, pinned = nested(tmp_path, f"{closed}/gone.git")
+    cache = SourceCache(tmp_path / "cache")
+    dest = tmp_path / "dest"
+    present = cache.files("sglang", source(pinned, f"file://{top}"),
+                          ["python/setup.py", "python", "sgl-kernel", "3rdparty/gone", "no/such"],
+                          dest)  # fmt: skip
+    assert present == {"python/setup.py", "python", "sgl-kernel", "3rdparty/gone"}
+    assert listing(dest) == ["python/setup.py"]
+    assert sorted(p.name for p in (tmp_path / "cache" / "own").iterdir()) == [pinned]
+    assert not (tmp_path / "cache" / "git").exists()  # no complete tree was made
+
+
+def test_files_fetch_only_the_submodules_that_hold_a_path(tmp_path: Path) -> None:
+    closed = closed_url()
+    top, pinned = nested(tmp_path, f"{closed}/gone.git")
+    dest = tmp_path / "dest"
+    present = SourceCache(tmp_path / "cache").files(
+        "sglang",
+        source(pinned, f"file://{top}"),
+        ["sgl-kernel/setup_rocm.py", "sgl-kernel/third/inner/inner.h", "sgl-kernel/missing.h"],
+        dest,
+    )
+    assert present == {"sgl-kernel/setup_rocm.py", "sgl-kernel/third/inner/inner.h"}
+    assert listing(dest) == ["sgl-kernel/setup_rocm.py", "sgl-kernel/third/inner/inner.h"]
+    assert len(list((tmp_path / "cache" / "own").iterdir())) == 3  # top, kernels, inner
+
+
+def test_a_submodule_that_cannot_be_fetched_is_named_with_the_url_tried(tmp_path: Path) -> None:
+    closed = closed_url()
+    top, pinned = nested(tmp_path, f"{closed}/gone.git")
+    cache = SourceCache(tmp_path / "cache")
+    with pytest.raises(FetchError) as caught:
+        cache.files("sglang", source(pinned, f"file://{top}"), ["3rdparty/gone/inner.h"],
+                    tmp_path / "dest")  # fmt: skip
+    assert str(caught.value) == (
+        f"source sglang: cannot fetch submodule 3rdparty/gone from {closed}/gone.git "
+        "(connection refused); check the network, or set a mirror ([mirrors] or "
+        "$VERL_GRAPH_MIRRORS)"
+    )
+    shutil.rmtree(tmp_path / "inner")  # a nested one, gone upstream
+    with pytest.raises(FetchError) as caught:
+        cache.files("sglang", source(pinned, f"file://{top}"), ["sgl-kernel/third/inner/x.h"],
+                    tmp_path / "dest")  # fmt: skip
+    assert str(caught.value) == (
+        f"source sglang: cannot fetch submodule sgl-kernel/third/inner from "
+        f"file://{tmp_path / 'inner'} (no repository there); check the network, or set a mirror "
+        "([mirrors] or $VERL_GRAPH_MIRRORS)"
+    )
+    assert list((tmp_path / "cache" / "tmp").iterdir()) == []
+
+
+def test_files_come_from_the_complete_tree_when_it_is_cached(tmp_path: Path) -> None:
+    top, pinned = with_submodule(tmp_path, f"file://{tmp_path / 'sub'}")
+    cache = SourceCache(tmp_path / "cache")
+    pin = source(pinned, f"file://{top}")
+    cache.tree("sglang", pin)
+    shutil.rmtree(top)  # offline from here on
+    present = cache.files("sglang", pin, ["third_party/sub/kernel.h"], tmp_path / "dest")
+    assert present == {"third_party/sub/kernel.h"}
+    assert not (tmp_path / "cache" / "own").exists()
+
+
+def listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------- failures leave nothing
+
+
+@pytest.mark.parametrize("kind", ["cut", "stalled", "dumb"])
+@pytest.mark.parametrize("how", ["tree", "files", "full_id"])
+def test_a_source_fetch_cut_half_way_leaves_nothing(tmp_path: Path, kind: str, how: str) -> None:
+    repo = tmp_path / "up"
+    first = make_repo(repo, many_files(150))
+    commit(repo, {"NEWS": "later\n"}, "later")
+    cache = SourceCache(tmp_path / "cache", timeout=3)
+    fetches: dict[str, Callable[[str], object]] = {
+        "tree": lambda url: cache.tree("up", source(first, url)),
+        "files": lambda url: cache.files("up", source(first, url), ["NEWS"], tmp_path / "dest"),
+        "full_id": lambda url: cache.full_id("up", source(first[:9], url)),
+    }
+    failing = failing_upstream(kind, tmp_path / "www", repo)
+    with failing as (url, reason), pytest.raises(FetchError) as caught:
+        fetches[how](url)
+    assert str(caught.value) == (
+        f"source up: cannot fetch {url} ({reason}); check the network, or set a mirror "
+        "([sources.up].mirror, [mirrors], or $VERL_GRAPH_MIRRORS)"
+    )
+    assert listing(tmp_path / "cache") == []

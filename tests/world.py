@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 from conftest import PINS
-from servers import LoopbackServer, Route, commit, git, make_repo
+from servers import LoopbackServer, Route, closed_url, commit, git, make_repo
 
 from rocmgraph import patches, pins
 
@@ -52,7 +52,8 @@ def wheel_bytes(name: str) -> bytes:
     return f"wheel {name}".encode() * 100
 
 
-def _pure_wheel(files: dict[str, str]) -> bytes:
+def zipped(files: dict[str, str]) -> bytes:
+    """A zip archive (a wheel) of ``files``."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, text in files.items():
@@ -61,9 +62,17 @@ def _pure_wheel(files: dict[str, str]) -> bytes:
 
 
 def _source_files(name: str, real: pins.Pins) -> dict[str, str]:
+    """What the recipe reads of the source: the files its patches touch, its requirements
+    files, its overlay's origins and a project in each of its subdirs."""
+    source = real.sources[name]
     files = {"setup.py": f"# {name}\n"}
-    for patch in real.sources[name].patches:
+    for patch in source.patches:
         files.update(patches.preimage(patches.read_patch(patch)))
+    for path in (*source.requirements, *source.overlay.values()):
+        files.setdefault(path, f"# {path} of {name}\n")
+    for folder in source.subdirs:
+        if not any(path.startswith(f"{folder}/") for path in files):
+            files[f"{folder}/setup.py"] = f"# {folder} of {name}\n"
     return files
 
 
@@ -108,7 +117,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         document["base"]["digest"] = DIGEST
         document["python"]["sglang"]["ipython"] = "9.6.0"
         megatron = patches.preimage(patches.read_patch(real.python.patches["megatron-core"][0]))
-        body = _pure_wheel(megatron)
+        body = zipped(megatron)
         wheel_name = "megatron_core-0.18.0-py3-none-any.whl"
         server.routes[f"/files/{wheel_name}"] = Route(body)
         release = {
@@ -125,3 +134,26 @@ def world(tmp_path: Path) -> Iterator[World]:
         pins_path.write_text(tomlkit.dumps(document))
         env = {"VERL_GRAPH_CACHE": str(tmp_path / "cache"), "VERL_GRAPH_PYPI": f"{server.url}/pypi"}
         yield World(tmp_path, server, pins_path, repos, commits, env)
+
+
+def kernel_as_submodule(world: World, tmp_path: Path, kernel_url: str) -> str:
+    """SGLang with sgl-kernel (which patches touch) as a submodule at ``kernel_url``, and a
+    submodule no patch touches that nobody can fetch; returns the new commit, pinned."""
+    repo = world.repos["sglang"]
+    kernel = tmp_path / "sgl-kernel"
+    files = {
+        str(path.relative_to(repo / "sgl-kernel")): path.read_text()
+        for path in (repo / "sgl-kernel").rglob("*")
+        if path.is_file()
+    }
+    make_repo(kernel, files)
+    git(repo, "rm", "-r", "--quiet", "sgl-kernel")
+    git(repo, "submodule", "add", "--quiet", f"file://{kernel}", "sgl-kernel")
+    git(repo, "submodule", "add", "--quiet", f"file://{kernel}", "3rdparty/flashinfer")
+    git(repo, "config", "-f", ".gitmodules", "submodule.3rdparty/flashinfer.url",
+        f"{closed_url()}/flashinfer.git")  # fmt: skip
+    git(repo, "config", "-f", ".gitmodules", "submodule.sgl-kernel.url", kernel_url)
+    git(repo, "add", ".gitmodules")
+    moved = commit(repo, {}, "sgl-kernel and flashinfer as submodules")
+    world.pins.write_text(world.pins_text().replace(world.commits["sglang"], moved))
+    return moved

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmgraph.errors import FetchError
+from rocmgraph.errors import HashMismatch
 from rocmgraph.http import Http
 
 
@@ -48,9 +48,12 @@ class Store:
         try:
             actual = self.http.download(url, tmp)
             if sha256 and actual != sha256:
-                raise FetchError(
+                raise HashMismatch(
                     f"{what}: {url} has sha256 {actual}, the pins say {sha256}; nothing was "
-                    "kept. If upstream replaced the file on purpose, pin the new hash"
+                    "kept. If upstream replaced the file on purpose, pin the new hash",
+                    url,
+                    sha256,
+                    actual,
                 )
             final = self.path(actual, name)
             final.parent.mkdir(parents=True, exist_ok=True)

@@ -6,17 +6,15 @@ download uses), so a second run reads them from disk.
 
 from __future__ import annotations
 
-import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urljoin
 
 import tomli
 
 from rocmgraph.http import Http
 from rocmgraph.layout import default_cache
-from wheels.pypi import PYPI_ENV
+from wheels import pypi
 from wheels.store import Store
 
 HERE = Path(__file__).parent / "corpus"
@@ -43,14 +41,13 @@ def sdists() -> list[Sdist]:
 
 
 def fetch(sdist: Sdist, http: Http, store: Store) -> Path:
-    """The sdist file, from the store or from PyPI's JSON API (verified by its sha256)."""
+    """The sdist file, from the store or from PyPI (verified by the sha256 pinned here)."""
     stored = store.path(sdist.sha256, sdist.file)
     if stored.is_file():
         return stored
-    api = f"{os.environ.get(PYPI_ENV, 'https://pypi.org/pypi').rstrip('/')}/{sdist.name}/json"
-    release = http.get(api).json()["releases"][sdist.version]
-    entry = next(e for e in release if e["filename"] == sdist.file)
-    return store.fetch(urljoin(api, entry["url"]), sdist.file, sdist.sha256, sdist.name).path
+    files = pypi.release_files(sdist.name, sdist.version, http)
+    url = next(release.url for release in files if release.filename == sdist.file)
+    return store.fetch(url, sdist.file, sdist.sha256, sdist.name).path
 
 
 def recipes(sdist: Sdist, archive: Path) -> list[Recipe]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_doit
 from servers import Route, closed_url, commit
-from world import World, kernel_as_submodule, zipped
+from world import MEGATRON_JSON, World, kernel_as_submodule, zipped
 
 from rocmgraph import patches
 
@@ -45,7 +45,7 @@ def test_what_cannot_be_fetched_is_unknown_and_the_rest_is_checked(world: World)
     world.pins.write_text(
         world.pins_text().replace(f"file://{world.repos['vllm']}", f"{closed}/vllm.git")
     )
-    world.server.routes["/pypi/megatron-core/0.18.0/json"].status = 404
+    world.server.routes[MEGATRON_JSON].status = 404
     result = run_doit("patches", f"pins={world.pins}", env=world.env)
     assert result.returncode == 2
     assert result.stderr == ("error: 4 patches could not be checked; see the rows marked unknown\n")
@@ -66,7 +66,7 @@ def test_what_cannot_be_fetched_is_unknown_and_the_rest_is_checked(world: World)
 
 
 def test_a_conflict_wins_over_what_cannot_be_checked(world: World) -> None:
-    world.server.routes["/pypi/megatron-core/0.18.0/json"].status = 404
+    world.server.routes[MEGATRON_JSON].status = 404
     repo = world.repos["verl"]
     rollout = "verl/trainer/config/rollout/rollout.yaml"
     moved = commit(repo, {rollout: "engine_kwargs: {}\n"}, "rework the rollout config")
@@ -140,11 +140,9 @@ def publish(
     for name, body in files.items():
         world.server.routes[f"/files/{name}"] = Route(body)
         sha256 = hashlib.sha256(body).hexdigest() if name != wrong_hash else "0" * 64
-        url = f"../../../files/{name}" if relative else f"{world.server.url}/files/{name}"
+        url = f"../../files/{name}" if relative else f"{world.server.url}/files/{name}"
         urls.append({"filename": name, "url": url, "digests": {"sha256": sha256}})
-    world.server.routes["/pypi/megatron-core/0.18.0/json"] = Route(
-        json.dumps({"urls": urls}).encode()
-    )
+    world.server.routes[MEGATRON_JSON] = Route(json.dumps({"releases": {"0.18.0": urls}}).encode())
 
 
 CP = "megatron_core-0.18.0-{}-{}-{}.whl"

@@ -31,6 +31,7 @@ WHEELS = {
     ),
     "apex": ("1.12.0a0", "apex-1.12.0a0+rocm7.14.0.git07c3ee53-cp312-cp312-linux_x86_64.whl"),
 }
+MEGATRON_JSON = "/pypi/megatron-core/json"  # PyPI's JSON API: the project's document
 KEY = b"-----BEGIN PGP PUBLIC KEY BLOCK-----\npretend\n-----END PGP PUBLIC KEY BLOCK-----\n"
 DIGEST = "sha256:" + "ab" * 32
 
@@ -120,16 +121,14 @@ def world(tmp_path: Path) -> Iterator[World]:
         body = zipped(megatron)
         wheel_name = "megatron_core-0.18.0-py3-none-any.whl"
         server.routes[f"/files/{wheel_name}"] = Route(body)
-        release = {
-            "urls": [
-                {
-                    "filename": wheel_name,
-                    "url": f"{server.url}/files/{wheel_name}",
-                    "digests": {"sha256": hashlib.sha256(body).hexdigest()},
-                }
-            ]
-        }
-        server.routes["/pypi/megatron-core/0.18.0/json"] = Route(json.dumps(release).encode())
+        release = [
+            {
+                "filename": wheel_name,
+                "url": f"{server.url}/files/{wheel_name}",
+                "digests": {"sha256": hashlib.sha256(body).hexdigest()},
+            }
+        ]
+        server.routes[MEGATRON_JSON] = Route(json.dumps({"releases": {"0.18.0": release}}).encode())
         pins_path = tmp_path / "pins.toml"
         pins_path.write_text(tomlkit.dumps(document))
         env = {"VERL_GRAPH_CACHE": str(tmp_path / "cache"), "VERL_GRAPH_PYPI": f"{server.url}/pypi"}

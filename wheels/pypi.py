@@ -92,16 +92,23 @@ def choose(files: list[Release], python: str) -> Release | None:
 
 
 def release_files(name: str, version: str, http: Http) -> list[Release]:
-    """The files PyPI lists for ``name==version`` (a file without a sha256 is left out)."""
+    """The files PyPI lists for ``name==version`` (a file without a sha256 is left out).
+
+    It reads the project's document (``/pypi/<name>/json``), which every PyPI
+    mirror serves; some serve no per-version document.
+    """
     api = os.environ.get(PYPI_ENV, "https://pypi.org/pypi").rstrip("/")
-    document = f"{api}/{name}/{version}/json"
+    document = f"{api}/{name}/json"
     response = http.get(document)
     if response.status_code != 200:
         raise FetchError(f"{name}=={version}: {api} answered HTTP {response.status_code}")
     try:
-        entries = response.json().get("urls", [])
+        releases = response.json().get("releases", {})
     except ValueError:
         raise FetchError(f"{name}=={version}: {api} answered something that is not JSON") from None
+    entries = releases.get(version) if isinstance(releases, dict) else None
+    if not isinstance(entries, list):
+        raise FetchError(f"{name}=={version}: {api} lists no release {version} of {name}")
     return [  # a mirror may link its files relative to the document (the demo's does)
         Release(entry["filename"], urljoin(document, entry["url"]), entry["digests"]["sha256"])
         for entry in entries

@@ -6,7 +6,7 @@ Everything lands under ``<root>/www``, which the demo server serves as is:
   two torch builds of one version side by side;
 - ``simple/``, ``packages/``: a package index (the build tools, fetched from
   PyPI once on the host, and the demo's own small packages);
-- ``pypi/<name>/<version>/json``: PyPI's JSON API for megatron-core;
+- ``pypi/<name>/json``: PyPI's JSON API for megatron-core;
 - ``apt/7.14/``: ROCm packages whose files are kernel-like blobs for several
   archs under /opt/rocm, in a repository signed with a generated key
   (``rocm.gpg.key``).
@@ -156,11 +156,11 @@ def _package_index(root: Path, www: Path) -> None:
         (files / file).write_bytes(data)
     file, data = make_wheel("megatron-core", "0.18.0", sources.megatron_files())
     (files / file).write_bytes(data)
-    release = {"urls": [{"filename": file, "url": f"../../../packages/{file}",
-                         "digests": {"sha256": hashlib.sha256(data).hexdigest()}}]}  # fmt: skip
-    api = www / "pypi" / "megatron-core" / "0.18.0"
+    release = [{"filename": file, "url": f"../../packages/{file}",
+                "digests": {"sha256": hashlib.sha256(data).hexdigest()}}]  # fmt: skip
+    api = www / "pypi" / "megatron-core"
     api.mkdir(parents=True)
-    (api / "json").write_text(json.dumps(release))
+    (api / "json").write_text(json.dumps({"releases": {"0.18.0": release}}))
     by_project: dict[str, list[Path]] = {}
     for wheel in sorted(files.glob("*.whl")):
         project = wheel.name.split("-", 1)[0].lower().replace("_", "-")

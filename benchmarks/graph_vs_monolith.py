@@ -89,7 +89,7 @@ def monolith_build(pins: Path, arch: str, work: Path) -> tuple[float, int]:
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     context = monolith.prepare(run, work / "context")
     log = work / "monolith.out"
-    with log.open("w") as out, pip_secret(run) as pip_conf:
+    with log.open("w") as out, pip_secret(run.pins.python.index) as pip_conf:
         engine = DockerEngine.connect(work / "logs", "host")
         engine.out = out
         engine.build(

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import stages
-from rocmgraph import context, records
+from rocmgraph import context, credentials, records
 from rocmgraph.engine import BuildJob
 from rocmgraph.lock import check_locked
 from rocmgraph.render import PIP_SECRET, parent_arg
@@ -39,7 +39,8 @@ def build_stage(run: Run, name: str) -> bool:
     key = run.keys[name]
     context_dir = context.prepare(run, name, run.state_dir / "contexts" / f"{name}-{key.short}")
     started = time.time()
-    with pip_secret(run) as pip_conf:
+    index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
+    with pip_secret(index) as pip_conf:
         job = BuildJob(
             stage=name,
             ref=run.ref(name),
@@ -47,7 +48,7 @@ def build_stage(run: Run, name: str) -> bool:
             build_args={parent_arg(parent): run.ref(parent) for parent in stage.parents},
             labels=labels(run, name),
             secrets={PIP_SECRET: pip_conf},
-            hide=(run.pins.python.index,),  # its password, should pip ever print it
+            hide=(index,),  # its password, should pip ever print it
             flatten=stage.flatten,
         )
         run.engine.build(job)
@@ -57,11 +58,12 @@ def build_stage(run: Run, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def pip_secret(run: Run) -> Iterator[Path]:
-    """pip's configuration, in a private file outside the build context, for this build only."""
+def pip_secret(index: str) -> Iterator[Path]:
+    """pip's configuration (``index``, its login included), in a private file outside the
+    build context, for this build only."""
     with tempfile.TemporaryDirectory(prefix="pip-") as scratch:
         path = Path(scratch) / "pip.conf"
-        path.write_text(f"[global]\nindex-url = {run.pins.python.index}\n")
+        path.write_text(f"[global]\nindex-url = {index}\n")
         path.chmod(0o600)
         yield path
 

@@ -179,15 +179,20 @@ def test_the_manifest_and_labels_record_how_the_image_was_built(e2e: E2E) -> Non
 
 
 def test_a_secret_package_index_never_reaches_a_layer(e2e: E2E, tmp_path: Path) -> None:
+    # The pins name the index; its login is in the user's netrc, as pip and curl keep it.
     token = "s3cr3t-t0ken-4242"
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine 127.0.0.1 login demo password {token}\n")
+    netrc.chmod(0o600)
     secret = E2E(tmp_path / "pins.toml")
     secret.pins.write_text(e2e.pins.read_text())
     secret.edit(["image", "name"], "verl-secret")
-    secret.edit(["python", "index"], f"http://demo:{token}@127.0.0.1:38470/simple")
     stale = docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "verl-secret/*").split()
     if stale:
         docker("image", "rm", "--force", *stale)
-    result = run_doit("build:base", "profile=demo", f"pins={secret.pins}")
+    result = run_doit(
+        "build:base", "profile=demo", f"pins={secret.pins}", env={"NETRC": str(netrc)}
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     assert token not in result.stdout + result.stderr
     (image,) = docker(
@@ -214,7 +219,7 @@ def test_a_secret_package_index_never_reaches_a_layer(e2e: E2E, tmp_path: Path) 
 
 def test_a_second_run_builds_nothing(e2e: E2E) -> None:
     before = image_ids()
-    since = int(time.time())
+    since = f"{time.time():.3f}"  # to the millisecond: not the last test's events
     result = e2e.build()
     assert result.returncode == 0, result.stderr
     assert built(result) == set()
@@ -222,7 +227,7 @@ def test_a_second_run_builds_nothing(e2e: E2E) -> None:
     # The engine's own record: a build ends by naming (tagging) its image.
     until = str(int(time.time()) + 1)
     events = docker(
-        "events", "--since", str(since), "--until", until,
+        "events", "--since", since, "--until", until,
         "--filter", "type=image", "--filter", "event=tag", "--format", "{{.Actor.ID}}",
     )  # fmt: skip
     assert events == ""

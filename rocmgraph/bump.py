@@ -27,7 +27,14 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from rocmgraph import docs, keys, patches, registry
-from rocmgraph.errors import FetchError, GraphToolError, LockError, Unchecked, VariableError
+from rocmgraph.errors import (
+    Answer,
+    FetchError,
+    GraphToolError,
+    LockError,
+    Unchecked,
+    VariableError,
+)
 from rocmgraph.layout import ROOT
 from rocmgraph.lock import Change, apply, write
 from rocmgraph.patches import Outcome
@@ -67,12 +74,6 @@ class Bump:
                 f"{'are' if many else 'is'} missing"
             )
         return " and ".join(reasons)
-
-
-@dataclass(frozen=True)
-class Report:
-    lines: list[str]
-    error: GraphToolError | None  # for the exit code, raised once the lines are shown
 
 
 def bump_source(run: Run, name: str, to: str = "") -> Bump:
@@ -238,7 +239,7 @@ def _apply(pins: Pins, changes: list[Change]) -> Pins:
     return loads(apply(Path(pins.file).read_text(encoding="utf-8"), changes), pins.file)
 
 
-def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> Report:
+def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> Answer:
     """Bump ``names`` (sources, or "base"): report every one; write what may be written."""
     bumps = [bump_base(run) if name == "base" else bump_source(run, name, to) for name in names]
     lines: list[str] = []
@@ -266,7 +267,7 @@ def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> 
             write(Path(run.options.pins), changes)
             lines.append(f"wrote {run.options.pins}")
             lines += _render(run)
-    return Report(lines, _error(bumps, force))
+    return Answer(lines, _error(bumps, force))
 
 
 def _render(run: Run) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+from dataclasses import dataclass
 
 # How much of a value a message quotes: a real pin (a wheel file, a URL) fits whole,
 # a 5 MB value pasted by mistake does not come back whole.
@@ -107,3 +108,15 @@ class LockError(GraphToolError):
 
 class Unchecked(GraphToolError):
     """Something could not be checked (an upstream out of reach): exit code 2, not 1."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a command answers: its lines, and the error that sets its exit code after them.
+
+    Logic returns this rather than printing and then raising: the task shows the
+    lines, then raises the error.
+    """
+
+    lines: list[str]
+    error: GraphToolError | None = None

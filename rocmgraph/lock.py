@@ -17,7 +17,7 @@ from typing import Any
 import tomlkit
 
 from rocmgraph import registry
-from rocmgraph.errors import FetchError, LockError
+from rocmgraph.errors import Answer, FetchError, LockError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.pins import PinPath, Pins, Value, Wheel, format_path
 from rocmgraph.run import Run
@@ -154,11 +154,11 @@ def write(path: Path, changes: list[Change]) -> None:
     atomic_write_text(path, apply(path.read_text(encoding="utf-8"), changes))
 
 
-def run_lock(run: Run) -> list[str]:
+def run_lock(run: Run) -> Answer:
     """`doit lock`: resolve, write what was found, and report; fails if a lookup failed."""
     if run.options.locked:
         check_locked(run.pins)
-        return [f"{run.pins.file} is locked"]
+        return Answer([f"{run.pins.file} is locked"])
     result = resolve(run)
     if result.changes:
         write(Path(run.options.pins), result.changes)
@@ -167,6 +167,5 @@ def run_lock(run: Run) -> list[str]:
     lines.append(f"{run.pins.file}: {len(result.changes)} values recorded")
     failed = [item for item in result.unresolved if item.failed]
     if failed:
-        print("\n".join(lines))
-        raise LockError(f"{len(failed)} values could not be resolved; see above")
-    return lines
+        return Answer(lines, LockError(f"{len(failed)} values could not be resolved; see above"))
+    return Answer(lines)

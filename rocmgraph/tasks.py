@@ -26,7 +26,7 @@ from rocmgraph import audit, build, bump, dockerfile_audit, docs, lock, patch_st
 from rocmgraph.archs import closest, parse_archs
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
-from rocmgraph.errors import GraphToolError, StaleError, VariableError, cut
+from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
 from rocmgraph.layout import ROOT
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -194,9 +194,16 @@ def plan_task(options: Options, fmt: str) -> Task:
     )
 
 
+def _show(answer: Answer) -> None:
+    """Print what a command has to say, then fail with its error (for the exit code)."""
+    print("\n".join(answer.lines))
+    if answer.error is not None:
+        raise answer.error
+
+
 def lock_task(options: Options) -> Task:
     def run_lock() -> None:
-        print("\n".join(lock.run_lock(run_for(options))))
+        _show(lock.run_lock(run_for(options)))
 
     return {
         "doc": "record what only the network knows: wheel files and sha256, full commits, digests",
@@ -227,10 +234,7 @@ def bump_tasks(options: Options, to: str, force: bool, dry: bool) -> Iterator[Ta
         run = run_for(options)
         if to and len(targets) > 1:
             raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
-        report = bump.run_bump(run, targets, to, force=force, dry=dry)
-        print("\n".join(report.lines))
-        if report.error:
-            raise report.error
+        _show(bump.run_bump(run, targets, to, force=force, dry=dry))
 
     for name in [*names, "base", "all"]:
         targets = [*names, "base"] if name == "all" else [name]

@@ -33,6 +33,7 @@ def _options(variables: tasks.Variables) -> Options:
             locked=variables.flag("locked"),
             network=variables.text("network"),
             profile=variables.text("profile"),
+            commit_tag=variables.text("commit_tag", "DEV"),
         )
     )
 

@@ -17,6 +17,9 @@ from rocmgraph.lock import check_locked
 from rocmgraph.render import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
+# The build argument of each command-line variable a stage takes (as verl's recipe names it).
+BUILD_ARGS = {"commit_tag": "GIT_COMMIT_TAG"}
+
 
 def is_built(run: Run, stage: str) -> bool:
     return run.engine.image_exists(run.ref(stage))
@@ -45,11 +48,15 @@ def build_stage(run: Run, name: str) -> bool:
             stage=name,
             ref=run.ref(name),
             context=context_dir,
-            build_args={parent_arg(parent): run.ref(parent) for parent in stage.parents},
+            build_args={
+                **{parent_arg(parent): run.ref(parent) for parent in stage.parents},
+                **{BUILD_ARGS[name]: run.variables[name] for name, _ in stage.variables},
+            },
             labels=labels(run, name),
             secrets={PIP_SECRET: pip_conf},
             hide=(index,),  # its password, should pip ever print it
             flatten=stage.flatten,
+            drop_env=stage.drop_env,
         )
         run.engine.build(job)
     records.save(run.state_dir, name, key.key, key.inputs, seconds=time.time() - started)

@@ -231,7 +231,7 @@ def bump_base(run: Run) -> Bump:
 def rebuilds(run: Run, changes: list[Change]) -> list[str]:
     """The stages whose keys the changes move, in build order."""
     after = _apply(run.pins, changes)
-    moved = keys.compute(run.graph, after, run.archs)
+    moved = keys.compute(run.graph, after, run.archs, run.variables)
     return [name for name in run.graph.order if moved[name].key != run.keys[name].key]
 
 

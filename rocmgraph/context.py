@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from rocmgraph import keys, patches, provenance
-from rocmgraph.errors import FetchError
+from rocmgraph.errors import FetchError, LockError
 from rocmgraph.layout import ROOT
 from rocmgraph.render import render
 from rocmgraph.run import Run
@@ -34,12 +34,19 @@ def prepare(run: Run, name: str, dest: Path) -> Path:
     for relative in keys.recipe_files(stage, pins):
         (dest / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / relative, dest / relative)
-    for source_name in stage.sources:
+    provided = name in pins.base.provides  # the base carries it: nothing to fetch or build
+    for source_name in () if provided else stage.sources:
         source = pins.sources[source_name]
+        if source.version_env and not source.version:
+            raise LockError(
+                f"source {source_name}: [sources.{source_name}].version is empty, but its "
+                f"build reads its version from {', '.join(source.version_env)} (the tree has "
+                "no .git); pin the version upstream's tag at the commit gives"
+            )
         tree = dest / "src" / source_name
         copy_tree(run.sources.tree(source_name, source), tree)
         patches.apply(tree, source.patches, source_name)
-    if name not in pins.base.provides:
+    if not provided:
         if "wheels" in stage.fetches:
             _wheels(run, dest / "wheels")
         if "rocm_key" in stage.fetches:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph import manifest, proc
+from rocmgraph import imageconfig, manifest, proc
 from rocmgraph.engine import BuildJob
 from rocmgraph.errors import EngineError
 from rocmgraph.proc import CommandFailed, CommandMissing
@@ -230,40 +230,33 @@ class DockerEngine:
                 )
             if job.flatten:
                 before = self.size(built)
-                self.flatten(built, job.ref)
+                self.flatten(built, job.ref, job.drop_env)
                 self._docker("image", "rm", built)
                 on_line(f"flattened into one layer: {before} -> {self.size(job.ref)} bytes")
 
     def size(self, ref: str) -> int:
         return int(self._docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
 
-    def flatten(self, source: str, dest: str) -> None:
-        """``dest``: the filesystem of ``source`` in one layer, with the same configuration."""
+    def flatten(self, source: str, dest: str, drop_env: tuple[str, ...] = ()) -> None:
+        """``dest``: the filesystem of ``source`` in one layer, with its configuration (but
+        the variables ``drop_env`` names)."""
         config = json.loads(
             self._docker("image", "inspect", "--format", "{{json .Config}}", source)
         )
-        changes = [f"ENV {env.split('=', 1)[0]}={json.dumps(env.split('=', 1)[1])}"
-                   for env in config.get("Env") or []]  # fmt: skip
-        if config.get("WorkingDir"):
-            changes.append(f"WORKDIR {config['WorkingDir']}")
-        if config.get("User"):
-            changes.append(f"USER {config['User']}")
-        for instruction, key in (("CMD", "Cmd"), ("ENTRYPOINT", "Entrypoint")):
-            if config.get(key):
-                changes.append(f"{instruction} {json.dumps(config[key])}")
-        changes += [f"EXPOSE {port}" for port in config.get("ExposedPorts") or {}]
-        changes += [
-            f"LABEL {json.dumps(k)}={json.dumps(v)}"
-            for k, v in (config.get("Labels") or {}).items()
-        ]
+        wanted = imageconfig.changes(config, drop_env)
         container = self._docker("create", source).strip()
         try:
             argv = [self.client.path, "import"]
-            for change in changes:
+            for change in wanted.instructions:
                 argv += ["--change", change]
             proc.pipe([self.client.path, "export", container], [*argv, "-", dest], timeout=3600)
         finally:
             self._docker("rm", container)
+        if wanted.shell is not None:  # import takes no SHELL: one more line, no more layers
+            dockerfile = f"FROM {dest}\nSHELL {json.dumps(list(wanted.shell))}\n"
+            proc.run([*self.client.build_argv(), "--quiet", "--tag", dest, "-"],
+                     input_text=dockerfile, env={**os.environ, "DOCKER_BUILDKIT": "1"},
+                     timeout=600)  # fmt: skip
         self._tags = None
 
 

@@ -25,6 +25,7 @@ class BuildJob:
     secrets: Mapping[str, Path] = field(default_factory=dict)  # BuildKit secrets: id -> file
     hide: tuple[str, ...] = ()  # URLs whose passwords its log must not show
     flatten: bool = False  # squash into one layer, keeping the image's config
+    drop_env: tuple[str, ...] = ()  # ... but for these build-only variables
 
 
 class Engine(Protocol):

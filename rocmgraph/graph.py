@@ -8,8 +8,9 @@ names the path.
 
 from __future__ import annotations
 
+import dataclasses
 import graphlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 
 from rocmgraph.archs import suggest
@@ -34,9 +35,15 @@ class Stage:
     # sha256) and "rocm_key" (the apt key by sha256), neither when the base
     # image provides the stage; "provenance" (build.json, for the manifest).
     fetches: tuple[str, ...] = ()
-    # Squash the built image into one layer (keeping its environment, workdir
-    # and command), so that files it deleted no longer ship in a lower layer.
+    # Squash the built image into one layer (keeping its configuration), so that files it
+    # deleted no longer ship in a lower layer; `drop_env` leaves build-only variables out.
     flatten: bool = False
+    drop_env: tuple[str, ...] = ()
+    # A source stage a profile may leave out: it is in the graph only when the pins pin
+    # its sources (verl's 7.14 recipe builds no Flash Attention, its 7.0.2 one no SGLang).
+    optional: bool = False
+    # Command-line variables whose value is an input, and their defaults (commit_tag=DEV).
+    variables: tuple[tuple[str, str], ...] = ()
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -52,9 +59,11 @@ def source_stage(name: str, doc: str, sources: tuple[str, ...] = ()) -> Stage:
         name=name,
         doc=doc,
         parents=("wheels",),
-        reads=(*reads, ("build", "max_jobs")),
+        reads=(*reads, ("build", "max_jobs"), ("base", "provides")),
         recipe="source-wheel.Dockerfile.j2",
+        files=("docker/files/verify_dists.py",),
         arch_dependent=True,
+        optional=True,
     )
 
 
@@ -83,6 +92,33 @@ class Graph:
 
     def descendants(self, name: str) -> set[str]:
         return {other for other in self.order if name in self.ancestors(other)}
+
+    def select(self, pinned: Set[str]) -> Graph:
+        """The graph of a profile whose pins pin the sources ``pinned``: an optional stage
+        of a source it lacks is left out, and so are the parents and reads naming it."""
+        gone = {
+            stage.name
+            for stage in self.stages.values()
+            if stage.optional and not set(stage.sources) <= pinned
+        }
+        if not gone:
+            return self
+        missing = {
+            source for name in gone for source in self.stages[name].sources if source not in pinned
+        }
+        kept = {
+            stage.name: dataclasses.replace(
+                stage,
+                parents=tuple(p for p in stage.parents if p not in gone),
+                reads=tuple(
+                    read for read in stage.reads if not (read[:1] == ("sources",)
+                                                        and read[1:2] and read[1] in missing)
+                ),
+            )
+            for stage in self.stages.values()
+            if stage.name not in gone
+        }  # fmt: skip
+        return Graph(kept, tuple(name for name in self.order if name in kept))
 
     def closure(self, name: str) -> tuple[str, ...]:
         """``name`` and everything it needs, in build order."""

@@ -74,10 +74,14 @@ def recipe_files(stage: Stage, pins: Pins) -> list[str]:
 
 
 def stage_inputs(
-    stage: Stage, pins: Pins, archs: tuple[str, ...], parent_keys: Mapping[str, str]
+    stage: Stage,
+    pins: Pins,
+    archs: tuple[str, ...],
+    parent_keys: Mapping[str, str],
+    variables: Mapping[str, str] | None = None,
 ) -> Inputs:
     read = select(pins.flat(), stage.reads)
-    return {
+    inputs: Inputs = {
         "schema": SCHEMA,
         "stage": stage.name,
         "dockerfile": digest(render(stage, pins, archs).encode()),
@@ -86,14 +90,23 @@ def stage_inputs(
         "arch": list(archs) if stage.arch_dependent else None,
         "parents": {parent: parent_keys[parent] for parent in stage.parents},
     }
+    if stage.variables:  # only where a variable is an input, so other keys never move
+        given = variables or {}
+        inputs["variables"] = {name: given.get(name, default) for name, default in stage.variables}
+    return inputs
 
 
-def compute(graph: Graph, pins: Pins, archs: tuple[str, ...]) -> dict[str, StageKey]:
-    """Every stage's key, parents first."""
+def compute(
+    graph: Graph,
+    pins: Pins,
+    archs: tuple[str, ...],
+    variables: Mapping[str, str] | None = None,
+) -> dict[str, StageKey]:
+    """Every stage's key, parents first; ``variables``: those stages take (commit_tag)."""
     keys: dict[str, StageKey] = {}
     for stage in graph:
         parent_keys = {parent: keys[parent].key for parent in stage.parents}
-        inputs = stage_inputs(stage, pins, archs, parent_keys)
+        inputs = stage_inputs(stage, pins, archs, parent_keys, variables)
         keys[stage.name] = StageKey(stage.name, digest(canonical(inputs)), inputs)
     return keys
 

@@ -39,6 +39,7 @@ class Kind:
     fix: str | Callable[[str], str]  # what to write instead (may depend on the value)
     missing: str = ""  # why "" is allowed (unknown offline); empty: "" is invalid
     optional: bool = False  # "" means "not set" (a mirror nobody configured)
+    globs: bool = False  # may hold * and ?, which the shell expands (a path pattern)
 
     def fix_for(self, value: str) -> str:
         return self.fix(value) if callable(self.fix) else self.fix
@@ -52,11 +53,16 @@ class Kind:
 _LISTED = 10  # characters an unsafe-value message names at most
 
 
-def unsafe_problem(value: str) -> str | None:
-    """Characters that could reach a shell unquoted, checked before any kind."""
-    if _SAFE.fullmatch(value):
+_GLOB = re.compile(r"[A-Za-z0-9._:/@%+=,~^*?-]*")
+
+
+def unsafe_problem(value: str, globs: bool = False) -> str | None:
+    """Characters that could reach a shell unquoted, checked before any kind (``globs``: a
+    path pattern may also hold * and ?, which a RUN line expands on purpose)."""
+    allowed = _GLOB if globs else _SAFE
+    if allowed.fullmatch(value):
         return None
-    bad = sorted({c for c in set(value) if not _SAFE.fullmatch(c)})
+    bad = sorted({c for c in set(value) if not allowed.fullmatch(c)})
     listed = " ".join(repr(c) for c in bad[:_LISTED])
     more = f" and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
     return f"{shown(value)} has characters that could reach a shell unquoted: {listed}{more}"
@@ -188,9 +194,38 @@ def _abs_path_fix(value: str) -> str:
 
 
 def _prune_dir(value: str) -> str | None:
-    if value == "/":
-        return "'/' would prune the whole file system"
+    if value == "/" or value.startswith("/*"):
+        return f"{shown(value)} would prune the whole file system"
     return _abs_path(value)
+
+
+def _path_glob(value: str) -> str | None:
+    """An absolute path or pattern (/*.whl), but not the whole file system."""
+    if value in ("/", "/*"):
+        return f"{shown(value)} names the whole file system"
+    return _abs_path(value)
+
+
+def _link_path(value: str) -> str | None:
+    """An absolute path, or ``site:<path>``: a path in the image's site-packages."""
+    if value.startswith("site:"):
+        return (
+            _rel_path(value.removeprefix("site:"))
+            if value != "site:"
+            else (f"{shown(value)} names no path in site-packages")
+        )
+    return _abs_path(value)
+
+
+def _separator(value: str) -> str | None:
+    if value in SEPARATORS:
+        return None
+    return f"{shown(value)} is not a separator name"
+
+
+# How a build reads a list of archs: PYTORCH_ROCM_ARCH takes "gfx942;gfx950",
+# causal-conv1d's one --offload-arch flag "gfx942,gfx950". Named: ";" would need quoting.
+SEPARATORS = {"semicolon": ";", "comma": ",", "space": " "}
 
 
 def _prune_dir_fix(value: str) -> str:
@@ -351,7 +386,14 @@ ARCH = Kind("arch", _arch, unknown_arch_hint)
 REPO_FILE = Kind("path", _rel_path, "write a path relative to the repository root")
 SRC_PATH = Kind("path", _rel_path, "write a path relative to the source tree's root")
 ABS_PATH = Kind("path", _abs_path, _abs_path_fix)
-PRUNE_DIR = Kind("prune dir", _prune_dir, _prune_dir_fix)
+PRUNE_DIR = Kind("prune dir", _prune_dir, _prune_dir_fix, globs=True)
+PATH_GLOB = Kind("path", _path_glob, _abs_path_fix, globs=True)
+LINK_PATH = Kind(
+    "link path",
+    _link_path,
+    "write an absolute path, or site:<path> for a path in site-packages",
+)
+SEPARATOR = Kind("separator", _separator, f"write one of {', '.join(SEPARATORS)}")
 IMAGE = Kind("image", _image, _image_fix)
 IMAGE_NAME = Kind("image name", _image_name, _image_name_fix)
 PYTHON_VERSION = Kind(

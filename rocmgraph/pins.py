@@ -79,9 +79,11 @@ class ImageSpec:
     """The final image: its friendly name and what its manifest and labels say."""
 
     name: str = _kind(kinds.IMAGE_NAME)  # tags <name>/<stage>:<key> and <name>:<archs>
-    version: str = _kind(kinds.TEXT)
+    version: str = _kind(kinds.TEXT)  # this project's label; the manifest says commit_tag=
     source: str = _kind(kinds.URL)
     released: str = _kind(kinds.optional(kinds.DATE), default="")  # the README's release line
+    cmd: tuple[str, ...] = _kind(kinds.TEXT, default=("/bin/bash",), ordered=True)
+    workdir: str = _kind(kinds.optional(kinds.ABS_PATH), default="")  # "": [base].workdir
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +125,8 @@ class Rocm:
     key_url: str = _kind(kinds.URL, location=True)  # the key is fixed by its sha256
     key_sha256: str = _kind(kinds.SHA256)
     pin_origin: str = _kind(kinds.NAME)
+    # Python packages the ROCm install ships, pip-installed from their folders (amd_smi).
+    pip: tuple[str, ...] = _kind(kinds.ABS_PATH, default=())
     # apt keeps a priority in 16 bits; 0 is no priority and below it apt never installs.
     pin_priority: int = _bounded(1, 32767, "an apt pin priority", default=600)
     repos: Mapping[str, AptRepo] = _kind(kinds.TEXT)
@@ -149,6 +153,9 @@ class GitSource:
     commit: str = _kind(kinds.COMMIT)
     tag: str = _kind(kinds.optional(kinds.NAME), default="")  # upstream's name for the commit
     version: str = _kind(kinds.optional(kinds.TEXT), default="")
+    # The distribution it installs, when not named like the source (flash_attention: flash_attn):
+    # the image is checked to hold it at `version`.
+    dist: str = _kind(kinds.optional(kinds.NAME), default="")
     submodules: bool = True
     patches: tuple[str, ...] = _kind(kinds.REPO_FILE, default=(), ordered=True)
     # Build knobs for the generic source -> wheel recipe.
@@ -158,6 +165,13 @@ class GitSource:
     env: Mapping[str, str] = _kind(kinds.TEXT, kinds.ENV_NAME, default={})
     # Files copied over others before the build (SGLang's ROCm pyproject): target = origin.
     overlay: Mapping[str, str] = _kind(kinds.SRC_PATH, kinds.SRC_PATH, default={})
+    # Variables that get the pinned `version`: the tree comes without .git, so a
+    # version setuptools_scm would read from git is given (vLLM's VLLM_VERSION_OVERRIDE,
+    # SETUPTOOLS_SCM_PRETEND_VERSION_FOR_<NAME>).
+    version_env: tuple[str, ...] = _kind(kinds.ENV_NAME, default=())
+    arch_separator: str = _kind(kinds.SEPARATOR, default="semicolon")  # in its arch_env
+    keep_env: bool = False  # its env and arch_env stay in the runtime image, as verl's recipe
+    workspace: str = _kind(kinds.optional(kinds.NAME), default="")  # tree at <workdir>/<this>
     # How the assembled image installs the built wheels.
     install_deps: bool = True
     uninstall: tuple[str, ...] = _kind(kinds.NAME, default=())
@@ -189,6 +203,14 @@ class Prune:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Cleanup:
+    """What the final image must not keep (build leftovers of the base): removed before the
+    image is flattened, so the bytes really go."""
+
+    paths: tuple[str, ...] = _kind(kinds.PATH_GLOB, default=())
+
+
+@dataclass(frozen=True, kw_only=True)
 class Pins:
     """Everything pins.toml pins, and the file it came from."""
 
@@ -200,7 +222,10 @@ class Pins:
     wheels: Mapping[str, Wheel] = _kind(kinds.TEXT, default={})
     sources: Mapping[str, GitSource] = _kind(kinds.TEXT, default={})
     env: Mapping[str, str] = _kind(kinds.TEXT, kinds.ENV_NAME, default={})
+    # Symbolic links the final image needs: link -> target (site:<path> in site-packages).
+    links: Mapping[str, str] = _kind(kinds.LINK_PATH, kinds.LINK_PATH, default={})
     prune: Prune = field(default_factory=Prune)
+    cleanup: Cleanup = field(default_factory=Cleanup)
     # URL prefix -> replacement, for every git fetch (submodules too), like
     # git's insteadOf. VERL_GRAPH_MIRRORS adds to it from the environment.
     mirrors: Mapping[str, str] = _kind(kinds.MIRROR, kinds.URL, default={}, location=True)
@@ -491,7 +516,7 @@ class _Loader:
 
     def string(self, data: object, kind: Kind, path: PinPath) -> str:
         value: str = self.typed(data, str, "a string", path)
-        unsafe = kinds.unsafe_problem(value)
+        unsafe = kinds.unsafe_problem(value, kind.globs)
         if unsafe:
             raise self.error(format_path(path), unsafe, f"use only {kinds.SAFE_CHARS}")
         problem = kind.problem(value)
@@ -520,13 +545,14 @@ def _toml_type(data: object) -> str:
 
 def _check_relations(pins: Pins) -> None:
     """Rules beyond one field's kind."""
+    providable = ("rocm", "wheels", *sorted(pins.sources))  # a source: its stage's name
     for name in pins.base.provides:
-        if name not in ("rocm", "wheels"):
+        if name not in providable:
             raise PinsError(
                 pins.file,
                 "[base].provides",
                 f"{shown(name)} is not a stage a base image can provide",
-                "list only 'rocm' and 'wheels'",
+                f"list only stages it carries: {', '.join(providable)}",
             )
     for package in pins.python.patches:
         if package not in pins.python.stack:

@@ -12,6 +12,15 @@ The arch is read from the path below the prune directory only: under
 Symbolic links are removed as links, never followed: a link named for a
 removed arch goes, whatever it points to, and what it points to stays.
 
+Some files named for an arch are not kernels and never go: Python modules (aiter
+imports ``flash_attn_func_gfx1201`` at module level whatever the GPU), package
+metadata (``*.dist-info``), headers (``include/``) and kpack manifests (``*.kpm``).
+
+A prune directory may be a pattern (rocm/primus keeps ROCm in site-packages:
+``/opt/venv/lib/python3.12/site-packages/_rocm_sdk_*``). ROCm's devel tree
+hardlinks the runtime's files: bytes are counted once per file, however many
+names it has.
+
 This file runs inside the image too (the prune stage copies it in), so it uses
 the standard library only.
 
@@ -21,6 +30,7 @@ the standard library only.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -29,13 +39,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 KNOWN_ARCHS: tuple[str, ...] = (
-    "gfx900", "gfx906", "gfx908", "gfx90a",
+    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx90c",
     "gfx940", "gfx941", "gfx942", "gfx950",
-    "gfx1010", "gfx1030",
+    "gfx1010", "gfx1013", "gfx1030", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
     "gfx1100", "gfx1101", "gfx1102",
-    "gfx1150", "gfx1151",
+    "gfx1150", "gfx1151", "gfx1152", "gfx1153",
     "gfx1200", "gfx1201", "gfx1250",
 )  # fmt: skip
+# Named for an arch, yet no kernel: imported, read, or listed whatever the GPU.
+_NEVER = (".py", ".pyc", ".pyi", ".kpm")
 
 _TOKEN = re.compile(r"gfx[0-9a-fA-F]+")
 _LONGEST_FIRST = sorted(KNOWN_ARCHS, key=len, reverse=True)
@@ -63,25 +75,40 @@ def arch_of(path: str) -> str | None:
 
 
 def to_remove(paths: Iterable[str], keep: Iterable[str]) -> list[str]:
-    """The paths of a known arch outside ``keep``, in the order given."""
+    """The paths of a known arch outside ``keep``, in the order given (never a protected one)."""
     kept = set(keep)
-    return [path for path in paths if (arch := arch_of(path)) is not None and arch not in kept]
+    return [
+        path
+        for path in paths
+        if (arch := arch_of(path)) is not None and arch not in kept and not protected(path)
+    ]
+
+
+def protected(path: str) -> bool:
+    """Code, metadata and headers named for an arch: not kernel files, never removed."""
+    parts = path.split("/")
+    return path.endswith(_NEVER) or any(
+        part == "include" or part.endswith(".dist-info") for part in parts
+    )
 
 
 def prune(roots: list[str], keep: list[str]) -> dict[str, object]:
     """Delete the files of other archs under ``roots``; what was removed, by arch."""
     removed: dict[str, dict[str, int]] = {}
+    counted: set[tuple[int, int]] = set()  # (device, inode): a hardlinked file counts once
     seen = 0
     for root in roots:
         entries, folders = _walk(root)
         seen += len(entries)
         for path in to_remove(entries, keep):
             target = Path(root, path)
-            size = target.lstat().st_size
+            stat = target.lstat()
             target.unlink()  # a link goes as a link: what it points to is not ours to judge
             tally = removed.setdefault(str(arch_of(path)), {"files": 0, "bytes": 0})
             tally["files"] += 1
-            tally["bytes"] += size
+            if (stat.st_dev, stat.st_ino) not in counted:
+                counted.add((stat.st_dev, stat.st_ino))
+                tally["bytes"] += stat.st_size
         for folder in reversed(to_remove(folders, keep)):  # per-arch folders, emptied
             target = Path(root, folder)
             if not any(target.iterdir()):
@@ -120,7 +147,8 @@ def main(argv: list[str]) -> int:
     unknown = [arch for arch in keep if arch not in KNOWN_ARCHS]
     if unknown:
         parser.error(f"unknown arch {unknown[0]!r}")
-    report = prune([root for root in args.roots if Path(root).is_dir()], keep)
+    roots = [found for root in args.roots for found in sorted(glob.glob(root))]  # noqa: PTH207 (absolute patterns)
+    report = prune([root for root in roots if Path(root).is_dir()], keep)
     if args.report:
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(json.dumps(report, indent=1, sort_keys=True))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import shlex
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +20,7 @@ import jinja2
 from rocmgraph.archs import KNOWN_ARCHS
 from rocmgraph.errors import PinsError, RenderError
 from rocmgraph.graph import Stage
+from rocmgraph.kinds import SEPARATORS
 from rocmgraph.layout import DOCKER, default_cache
 from rocmgraph.pins import PinPath, Pins, format_table
 
@@ -47,9 +50,14 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    # pip's configuration (its index, perhaps with credentials) comes in as a BuildKit
-    # secret, mounted for each RUN that runs pip: it never lands in a layer or the history.
-    env.globals["pip"] = f"--mount=type=secret,id={PIP_SECRET},target=/etc/pip.conf"
+    # pip's configuration (its index, perhaps with a login) comes in as a BuildKit secret,
+    # mounted for each RUN that runs pip: it never lands in a layer or the history. pip finds
+    # it by PIP_CONFIG_FILE (an ARG: set while building, never in the image), which it reads
+    # after /etc/pip.conf, so a base image's own configuration is not hidden.
+    env.globals["pip"] = f"--mount=type=secret,id={PIP_SECRET}"
+    env.globals["pip_secret"] = PIP_SECRET
+    env.globals["pip_config"] = f"ARG PIP_CONFIG_FILE=/run/secrets/{PIP_SECRET}"
+    env.globals["smoke_args"] = _smoke_args
     env.filters.update(
         ref=lambda variable: "${" + variable + "}",
         requirements=_requirements,
@@ -58,6 +66,10 @@ def _environment() -> jinja2.Environment:
         ),
         wheel_versions=lambda wheels: {name: wheel.version for name, wheel in wheels.items()},
         build_env=_build_env,
+        kept_env=_kept_env,
+        dists=_dists,
+        site_path=lambda path: f'"$SP/{path[5:]}"' if path.startswith("site:") else path,
+        tojson=json.dumps,
         with_deps=lambda sources: [name for name, src in sources.items() if src.install_deps],
         wheel_globs=lambda stages: [f"/dist/{name}/*.whl" for name in stages],
         pip_install=_pip_install,
@@ -71,10 +83,63 @@ def _requirements(packages: Mapping[str, str]) -> str:
 
 
 def _build_env(source: Any, archs: list[str]) -> str:
-    """``VAR=value `` prefixes for a source build: its arch variables, then its own."""
-    pairs = [(variable, f'"{";".join(archs)}"') for variable in source.arch_env]
+    """``VAR=value `` prefixes for a source build: its arch variables (the archs joined as its
+    build reads a list), the variables that get its pinned version, then its own."""
+    return "".join(f"{variable}={value} " for variable, value in _source_env(source, archs))
+
+
+def _source_env(source: Any, archs: list[str]) -> list[tuple[str, str]]:
+    pairs = _arch_env(source, archs)
+    pairs += [(variable, source.version) for variable in source.version_env if source.version]
     pairs += list(source.env.items())
-    return "".join(f"{variable}={value} " for variable, value in pairs)
+    return pairs
+
+
+def _arch_env(source: Any, archs: list[str]) -> list[tuple[str, str]]:
+    joined = SEPARATORS[source.arch_separator].join(archs)
+    return [(variable, f'"{joined}"') for variable in source.arch_env]
+
+
+def _dists(sources: Mapping[str, Any], names: list[str]) -> list[str]:
+    """``dist==version`` (or ``dist``, no version pinned) of each source: what it installs."""
+    return [
+        (sources[name].dist or name)
+        + (f"=={sources[name].version}" if sources[name].version else "")
+        for name in names
+    ]
+
+
+@jinja2.pass_context
+def _smoke_args(context: jinja2.runtime.Context) -> list[str]:
+    """The smoke check's arguments: each pinned distribution (at its version where pinned),
+    the modules the pinned site-packages links name, the pinned runtime environment."""
+    sources, wheels, python = context["sources"], context["wheels"], context["python"]
+    env, links, archs = context["env"], context["links"], context["arch"]
+    dists = _dists(sources, list(sources))
+    dists += [
+        f"{name}=={wheel.version}" if wheel.version else name for name, wheel in wheels.items()
+    ]
+    for group in (python.stack, python.vllm, python.sglang):
+        dists += [f"{name}=={version}" if version else name for name, version in group.items()]
+    args = [f"--dist={dist}" for dist in dists]
+    args += [
+        f"--import={link.removeprefix('site:').rsplit('/', 1)[-1]}"
+        for link in links
+        if link.startswith("site:")
+    ]
+    args += [f"--env=PYTORCH_ROCM_ARCH={';'.join(archs)}"]
+    args += [f"--env={name}={value}" for name, value in env.items()]
+    return [shlex.quote(arg) for arg in args]
+
+
+def _kept_env(sources: Mapping[str, Any], archs: list[str]) -> list[tuple[str, str]]:
+    """The build variables (arch and own) of the sources whose `keep_env` keeps them in the
+    image, as verl's recipe keeps causal-conv1d's."""
+    found: dict[str, str] = {}
+    for source in sources.values():
+        if source.keep_env:
+            found.update([*_arch_env(source, archs), *source.env.items()])
+    return sorted(found.items())
 
 
 def _pip_install(args: list[str], flags: str = "") -> str:

@@ -34,6 +34,7 @@ class Options:
     locked: bool = False  # refuse anything unlocked (for CI)
     network: str = ""  # `docker build --network`; "" is the engine's default ($VERL_GRAPH_NETWORK)
     profile: str = ""  # "demo": the offline demo profile serves its upstreams during builds
+    commit_tag: str = "DEV"  # the manifest's training_docker_version, as verl's GIT_COMMIT_TAG
 
 
 class Run:
@@ -46,7 +47,7 @@ class Run:
         http: Http | None = None,
     ) -> None:
         self.options = options
-        self.graph = graph
+        self.stages = graph  # every stage there is; `graph` is this profile's
         self._engine = engine
         self.cache = cache or default_cache()
         self.http = http or Http()
@@ -60,8 +61,13 @@ class Run:
 
     def reset(self) -> None:
         """Forget what was read from the pins file (after something rewrote it)."""
-        for name in ("pins", "archs", "keys", "sources", "store"):
+        for name in ("pins", "graph", "archs", "keys", "sources", "store"):
             self.__dict__.pop(name, None)
+
+    @functools.cached_property
+    def graph(self) -> Graph:
+        """The stages of this profile: those whose sources the pins pin."""
+        return self.stages.select(frozenset(self.pins.sources))
 
     @functools.cached_property
     def pins(self) -> Pins:
@@ -73,9 +79,14 @@ class Run:
             return parse_archs(self.options.arch)
         return self.pins.build.archs
 
+    @property
+    def variables(self) -> dict[str, str]:
+        """The command-line variables that are inputs of some stage (Stage.variables)."""
+        return {"commit_tag": self.options.commit_tag}
+
     @functools.cached_property
     def keys(self) -> dict[str, StageKey]:
-        return keys_.compute(self.graph, self.pins, self.archs)
+        return keys_.compute(self.graph, self.pins, self.archs, self.variables)
 
     @functools.cached_property
     def sources(self) -> SourceCache:

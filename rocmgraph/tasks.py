@@ -27,6 +27,7 @@ from rocmgraph.archs import closest, parse_archs
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
+from rocmgraph.graph import Stage
 from rocmgraph.layout import ROOT
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -100,6 +101,7 @@ VARIABLES: dict[str, Variable] = {
     "dry": Variable("1 makes a bump write nothing", flag),
     "dockerfile": Variable("a plain Dockerfile for audit to check instead of the pins"),
     "check": Variable("1 makes render only check that the docs are fresh", flag),
+    "commit_tag": Variable("the manifest's training_docker_version (verl's GIT_COMMIT_TAG); DEV"),
 }
 
 
@@ -310,7 +312,7 @@ def dockerfile_tasks(options: Options) -> Iterator[Task]:
 
         def show(name: str = stage.name) -> None:
             run = run_for(options)
-            print(render.render(run.graph[name], run.pins, run.archs), end="")
+            print(render.render(_in_profile(run, name), run.pins, run.archs), end="")
 
         yield {
             "basename": "dockerfile",
@@ -346,7 +348,7 @@ def build_tasks(options: Options) -> Iterator[Task]:
     run = run_for(options)
     setup = ["demo"] if options.profile == "demo" else []
     yield {"basename": "build", "name": None, "doc": "build a stage and what it needs"}
-    for stage in run.graph:
+    for stage in run.stages:  # every stage: which are this profile's is read from its pins
         yield {
             "basename": "build",
             "name": stage.name,
@@ -367,10 +369,18 @@ def build_tasks(options: Options) -> Iterator[Task]:
     }
 
 
+def _in_profile(run: Run, name: str) -> Stage:
+    if name not in run.graph.stages:
+        sources = ", ".join(f"[sources.{s}]" for s in run.stages[name].sources)
+        raise VariableError(f"stage {name} is not part of {run.options.pins}: it pins no {sources}")
+    return run.graph[name]
+
+
 def _uptodate(check: Any, run: Run, stage: str) -> Any:
     def uptodate() -> bool:
         try:
-            return bool(check(run, stage))
+            # A stage the profile leaves out has nothing to build.
+            return stage not in run.graph.stages or bool(check(run, stage))
         except GraphToolError:
             return False  # the action runs and reports the error in one line
 
@@ -378,6 +388,8 @@ def _uptodate(check: Any, run: Run, stage: str) -> Any:
 
 
 def _build(run: Run, stage: str) -> None:
+    if stage not in run.graph.stages:
+        return
     started = time.monotonic()
     if build.build_stage(run, stage):
         print(f"built {stage} {run.keys[stage].short} in {time.monotonic() - started:.1f} s")

@@ -1,24 +1,45 @@
 """assemble: the built wheels of every source stage installed over verl's stack.
 
 The wheels are bind-mounted from the stage images, never copied, so they do
-not ship in a layer. The runtime environment (PYTORCH_ROCM_ARCH from the
-arch set, and the pinned variables) is set here.
+not ship in a layer; a stage the base image provides has none. The tree of a
+source with a `workspace` is copied to <workdir>/<workspace>, where verl's
+recipe leaves its clones (/workspace/vllm, /workspace/sglang). The runtime
+environment (PYTORCH_ROCM_ARCH from the arch set, the pinned variables, the
+build variables a source keeps) and the pinned links are set here.
 """
 
 from rocmgraph.graph import Stage
 
-ARTIFACTS = ("aiter", "causal_conv1d", "flash_attention", "sglang", "transformer_engine", "vllm")
+# The source stages whose wheels it installs, and the sources each is built from.
+ARTIFACTS = {
+    "aiter": ("aiter",),
+    "causal_conv1d": ("causal_conv1d",),
+    "flash_attention": ("flash_attention",),
+    "sglang": ("sglang", "torch_memory_saver"),
+    "transformer_engine": ("transformer_engine",),
+    "vllm": ("vllm",),
+}
+# What it reads of each of their sources (not the trees: those are the stages' own).
+SOURCE_KNOBS = ("install_deps", "workspace", "keep_env", "env", "arch_env", "arch_separator")
 
 STAGE = Stage(
     name="assemble",
     doc="installs the built vLLM, SGLang, kernels over verl; sets the runtime environment",
     parents=("verl", *ARTIFACTS),
     reads=(
-        *(("sources", name, "install_deps") for name in ARTIFACTS),
+        *(
+            ("sources", source, knob)
+            for sources in ARTIFACTS.values()
+            for source in sources
+            for knob in SOURCE_KNOBS
+        ),
         ("sources", "vllm", "uninstall"),
         ("python", "vllm"),
         ("python", "sglang"),
         ("env",),
+        ("links",),
+        ("base", "workdir"),
+        ("base", "provides"),
     ),
     recipe="assemble.Dockerfile.j2",
     arch_dependent=True,

@@ -16,4 +16,5 @@ STAGE = Stage(
         ("build", "ccache_maxsize"),
     ),
     recipe="base.Dockerfile.j2",
+    files=("docker/apt.j2",),
 )

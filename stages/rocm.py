@@ -13,5 +13,6 @@ STAGE = Stage(
     parents=("base",),
     reads=(("rocm",), ("base", "provides")),
     recipe="rocm.Dockerfile.j2",
+    files=("docker/apt.j2", "docker/files/verify_rocm.py"),
     fetches=("rocm_key",),
 )

@@ -11,6 +11,12 @@ STAGE = Stage(
     name="verl",
     doc="verl and mbridge from source, Megatron and the rest of the Python stack",
     parents=("wheels",),
-    reads=(("sources", "verl"), ("sources", "mbridge"), ("python", "stack"), ("python", "patches")),
+    reads=(
+        ("sources", "verl"),
+        ("sources", "mbridge"),
+        ("python", "stack"),
+        ("python", "patches"),
+        ("base", "workdir"),
+    ),
     recipe="verl.Dockerfile.j2",
 )

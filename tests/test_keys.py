@@ -95,6 +95,8 @@ def mutated(leaf: Leaf) -> Any:
             kinds.REPO_FILE: "docker/files/verify_dists.py",
             kinds.ENV_NAME: "EXTRA_ARCHS",
             kinds.PRUNE_DIR: "/opt/extra",
+            kinds.PATH_GLOB: "/opt/extra/*.whl",
+            kinds.ABS_PATH: "/opt/extra",
         }
         extra = extras[kind] if kind is not None and kind in extras else "extra"
         return [*value, extra]
@@ -112,6 +114,9 @@ def mutated(leaf: Leaf) -> Any:
         kinds.DATE: "2027-01-01",
         kinds.URL: str(value).rstrip("/") + "/x",
         kinds.MIRROR: "https://mirror.example.org/x",
+        kinds.SEPARATOR: "space" if value != "space" else "comma",
+        kinds.ABS_PATH: "/opt/elsewhere",
+        kinds.LINK_PATH: "site:elsewhere/amdsmi",
     }
     new = f"{value}x"
     if kind is not None:  # the sample of its kind, optional or not
@@ -155,12 +160,13 @@ def test_changing_one_pin_changes_exactly_its_readers_and_their_descendants(
 LISTS = [leaf for leaf in LEAVES if isinstance(leaf.value, tuple) and len(leaf.value) > 1]
 
 
-def test_patch_lists_are_the_ordered_ones() -> None:
+def test_patch_lists_and_the_command_are_the_ordered_ones() -> None:
     for leaf in LEAVES:
         patches = leaf.path[-1] == "patches" or leaf.path[:2] == ("python", "patches")
-        assert leaf.ordered == (patches and isinstance(leaf.value, tuple)), leaf.path
-    ordered = {format_path(leaf.path) for leaf in LISTS if leaf.ordered}
-    assert ordered == {"[sources.sglang].patches", "[sources.vllm].patches"}
+        ordered = patches or leaf.path == ("image", "cmd")
+        assert leaf.ordered == (ordered and isinstance(leaf.value, tuple)), leaf.path
+    ordered_lists = {format_path(leaf.path) for leaf in LISTS if leaf.ordered}
+    assert ordered_lists == {"[sources.sglang].patches", "[sources.vllm].patches"}
 
 
 @pytest.mark.parametrize("leaf", LISTS, ids=[format_path(leaf.path) for leaf in LISTS])

@@ -15,12 +15,14 @@ from rocmgraph import kinds, pins
 from rocmgraph.errors import LONGEST, PinsError, shown
 
 ARCHS = (
-    "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1030, "
-    "gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, gfx1200, gfx1201, gfx1250"
+    "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "
+    "gfx1030, gfx1033, gfx1034, gfx1035, gfx1036, gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, "
+    "gfx1152, gfx1153, gfx1200, gfx1201, gfx1250"
 )
 SOURCE_KEYS = (
-    "arch_env, branch, commit, env, install_deps, mirror, overlay, patches, repo, requirements, "
-    "subdirs, submodules, tag, uninstall, version"
+    "arch_env, arch_separator, branch, commit, dist, env, install_deps, keep_env, mirror, overlay, "
+    "patches, repo, requirements, subdirs, submodules, tag, uninstall, version, version_env, "
+    "workspace"
 )
 
 Edit = Callable[[str], str]
@@ -44,7 +46,8 @@ BAD: dict[str, tuple[Edit, str]] = {
     "unknown table": (
         lambda t: t + '\n[sourcs.x]\nrepo = "https://example.org/x"\n',
         "pins.toml: top level: unknown key 'sourcs'; did you mean 'sources'? "
-        "known keys: base, build, env, image, mirrors, prune, python, rocm, sources, wheels",
+        "known keys: base, build, cleanup, env, image, links, mirrors, prune, python, rocm, "
+        "sources, wheels",
     ),
     "wrong type": (
         lambda t: edit_toml(t, ["build", "max_jobs"], "64"),
@@ -112,9 +115,10 @@ BAD: dict[str, tuple[Edit, str]] = {
         "write registry/name:tag and put the digest in its own key",
     ),
     "stage a base cannot provide": (
-        lambda t: edit_toml(t, ["base", "provides"], ["rocm", "vllm"]),
-        "pins.toml: [base].provides: 'vllm' is not a stage a base image can provide; "
-        "list only 'rocm' and 'wheels'",
+        lambda t: edit_toml(t, ["base", "provides"], ["rocm", "assemble"]),
+        "pins.toml: [base].provides: 'assemble' is not a stage a base image can provide; "
+        "list only stages it carries: rocm, wheels, aiter, causal_conv1d, flash_attention, "
+        "mbridge, sglang, torch_memory_saver, transformer_engine, verl, vllm",
     ),
     "no jobs": (
         lambda t: edit_toml(t, ["build", "max_jobs"], 0),

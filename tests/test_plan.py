@@ -129,8 +129,9 @@ def test_unknown_arch_and_format_are_one_line_errors() -> None:
     assert bad_arch.returncode == 3  # a wrong command, as doit's own usage errors
     assert bad_arch.stderr == (
         "error: arch=gfx942,gfx943: unknown GPU architecture 'gfx943'; did you mean 'gfx942'? "
-        "known archs: gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx1010, "
-        "gfx1030, gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, gfx1200, gfx1201, gfx1250\n"
+        "known archs: gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, "
+        "gfx1010, gfx1013, gfx1030, gfx1033, gfx1034, gfx1035, gfx1036, gfx1100, gfx1101, "
+        "gfx1102, gfx1150, gfx1151, gfx1152, gfx1153, gfx1200, gfx1201, gfx1250\n"
     )
     bad_format = run_doit("plan", "format=yaml")
     assert bad_format.returncode == 3

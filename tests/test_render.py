@@ -55,15 +55,36 @@ def test_parents_come_in_as_build_args(name: str) -> None:
     assert re.search(r"^FROM \$\{[A-Z_]+_IMAGE\}$", text, re.MULTILINE)
 
 
-def test_source_stages_build_for_the_arch_set() -> None:
+def test_source_stages_build_for_the_arch_set(pins_text: str) -> None:
     text = render(GRAPH["vllm"], REAL, BOTH)
     assert 'ENV PYTORCH_ROCM_ARCH="gfx942;gfx950"\n' in text
     assert "ENV MAX_JOBS=64\n" in text
     assert "pip install -r requirements/rocm.txt\n" in text
     assert "COPY src/vllm /src/vllm\n" in text
     assert "--mount=type=cache,target=/root/.cache/ccache" in text
-    flash = render(GRAPH["flash_attention"], REAL, ("gfx942",))
+    built = pins.loads(edit_toml(pins_text, ["base", "provides"], ["rocm", "wheels"]))
+    flash = render(GRAPH["flash_attention"], built, ("gfx942",))
     assert 'GPU_ARCHS="gfx942" BUILD_TARGET=rocm pip wheel' in flash
+
+
+def test_each_source_gets_its_version_and_its_own_arch_separator() -> None:
+    vllm = render(GRAPH["vllm"], REAL, BOTH)
+    assert (
+        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.22.1rc1 VLLM_VERSION_OVERRIDE=0.22.1rc1 "
+        "pip wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\\n"
+    ) in vllm
+    sglang = render(GRAPH["sglang"], REAL, BOTH)
+    assert "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SGLANG=0.5.15 pip wheel" in sglang
+    conv = render(GRAPH["causal_conv1d"], REAL, BOTH)
+    assert 'HIP_ARCHITECTURES="gfx942,gfx950" CAUSAL_CONV1D_FORCE_BUILD=TRUE' in conv
+
+
+def test_a_source_stage_the_base_provides_only_verifies_it() -> None:
+    aiter = render(GRAPH["aiter"], REAL, BOTH)
+    assert "python /tmp/verify_dists.py amd-aiter \\\n    && mkdir -p /dist\n" in aiter
+    flash = render(GRAPH["flash_attention"], REAL, BOTH)
+    assert "python /tmp/verify_dists.py flash_attn==2.8.3" in flash
+    assert "COPY src" not in flash + aiter
 
 
 def test_sglang_builds_sgl_kernel_with_its_rocm_files() -> None:
@@ -76,17 +97,42 @@ def test_sglang_builds_sgl_kernel_with_its_rocm_files() -> None:
 def test_assemble_mounts_the_built_wheels_and_sets_the_runtime_environment() -> None:
     text = render(GRAPH["assemble"], REAL, ("gfx950",))
     assert "--mount=type=bind,from=vllm,source=/dist,target=/dist/vllm" in text
-    assert "COPY --from" not in text
+    assert "from=aiter" not in text  # the base provides it: nothing to install
     assert "&& pip install --no-deps /dist/sglang/*.whl\n" in text
     assert "RUN pip uninstall -y tilelang\n" in text
     assert "pip install --no-deps xgrammar==0.1.32\n" in text
+    assert "pip install --no-deps ipython soundfile==0.13.1\n" in text
+    assert "COPY --from=vllm /src/vllm /workspace/vllm\n" in text
+    assert "COPY --from=sglang /src/sglang /workspace/sglang\n" in text
+    assert ('ln -sfn "$SP/_rocm_sdk_core/share/amd_smi/amdsmi" "$SP/amdsmi"\n') in text
     assert 'ENV PYTORCH_ROCM_ARCH="gfx950"\n' in text
+    assert 'ENV HIP_ARCHITECTURES="gfx950"\nENV MAMBA_FORCE_BUILD=TRUE\n' in text
     assert "ENV PYTORCH_ALLOC_CONF=expandable_segments:True\n" in text
+
+
+def test_the_final_recipes_clean_up_check_and_keep_verls_layout() -> None:
+    prune = render(GRAPH["prune"], REAL, BOTH)
+    assert (
+        "RUN rm -rf /*.whl /root/.cache /root/.triton /workspace/TransformerEngine "
+        "/workspace/aiter/aiter/jit/build\n"
+    ) in prune
+    manifest = render(GRAPH["manifest"], REAL, BOTH)
+    assert "--dist=vllm==0.22.1rc1 " in manifest
+    assert "--dist=sglang==0.5.15 " in manifest
+    assert "--import=amdsmi " in manifest
+    assert "'--env=PYTORCH_ROCM_ARCH=gfx942;gfx950'" in manifest
+    assert '--version "${GIT_COMMIT_TAG}"' in manifest
+    assert manifest.endswith('WORKDIR /workspace\nCMD ["/usr/bin/bash"]\n')
+    verl = render(GRAPH["verl"], REAL, BOTH)
+    assert "COPY src/verl /workspace/verl\n" in verl
+    assert verl.index("pip install --no-build-isolation /workspace/verl") < verl.index(
+        "megatron-core==0.18.0"
+    )  # verl's order: verl, then its stack
 
 
 def test_a_base_that_provides_rocm_and_wheels_only_verifies_them() -> None:
     rocm = render(GRAPH["rocm"], REAL, BOTH)
-    assert "grep -q '^7.14' /opt/rocm/.info/version" in rocm
+    assert "python /tmp/verify_rocm.py 7.14\n" in rocm
     assert "apt-get install" not in rocm
     wheels = render(GRAPH["wheels"], REAL, BOTH)
     assert (
@@ -103,7 +149,8 @@ def test_a_plain_base_installs_rocm_from_apt_and_wheels_by_hash(pins_text: str) 
         'https://repo.radeon.com/rocm/apt/7.14 jammy main" > /etc/apt/sources.list.d/rocm.list'
     ) in rocm
     assert "Pin: release o=repo.radeon.com\\nPin-Priority: 600" in rocm
-    assert "apt-get install -y --no-install-recommends rocm\n" in rocm
+    assert "apt-get install -y --no-install-recommends rocm \\\n" in rocm
+    assert 'mv /tmp/docker-clean "$clean"; }' in rocm  # the base keeps Debian's docker-clean
     wheels = render(GRAPH["wheels"], plain, BOTH)
     assert (
         "pip install --no-index --no-deps --require-hashes -r /tmp/wheels/requirements.txt"

@@ -56,10 +56,13 @@ def test_build_runs_parents_first() -> None:
 
 # ------------------------------------------------------ command-line variables
 
-KNOWN = "arch, check, dockerfile, dry, force, format, locked, network, pins, profile, to"
+KNOWN = (
+    "arch, check, commit_tag, dockerfile, dry, force, format, locked, network, pins, profile, to"
+)
 ARCHS = (
-    "gfx900, gfx906, gfx908, gfx90a, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1030, "
-    "gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, gfx1200, gfx1201, gfx1250"
+    "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "
+    "gfx1030, gfx1033, gfx1034, gfx1035, gfx1036, gfx1100, gfx1101, gfx1102, gfx1150, gfx1151, "
+    "gfx1152, gfx1153, gfx1200, gfx1201, gfx1250"
 )
 BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
     "unknown, with the close one and what it does": (

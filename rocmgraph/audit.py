@@ -57,7 +57,11 @@ def audit_pins(run: Run) -> list[Row]:
     rows += [
         _wheel(run.store, name, wheel.file, wheel.sha256) for name, wheel in pins.wheels.items()
     ]
-    rows.append(_key(run))
+    rows.append(_key(run, ("rocm", "key_sha256"), pins.rocm.key_url, pins.rocm.key_sha256,
+                     "rocm.gpg.key"))  # fmt: skip
+    for name, repo in pins.base.repos.items():
+        path = ("base", "repos", name, "key_sha256")
+        rows.append(_key(run, path, repo.key_url, repo.key_sha256, f"{name}.asc"))
     for name, version in pins.rocm.packages.items():
         rows.append(_version_row("apt", ("rocm", "packages", name), version))
     for group in ("stack", "vllm", "sglang", "tools"):
@@ -152,15 +156,15 @@ def _wheel(store: Store, name: str, file: str, sha256: str) -> Row:
     return row
 
 
-def _key(run: Run) -> Row:
-    rocm = run.pins.rocm
-    row = Row("key", format_path(("rocm", "key_sha256")), rocm.key_url)
-    if not rocm.key_sha256:
+def _key(run: Run, path: tuple[str, ...], url: str, sha256: str, name: str) -> Row:
+    """An apt key, pinned by sha256: present, and what it hashes to now."""
+    row = Row("key", format_path(path), url)
+    if not sha256:
         row.hash = "missing"
         row.problems.append("the apt key has no sha256 (`doit lock`)")
         return row
     try:
-        fetched = run.store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key")
+        fetched = run.store.fetch(url, name, sha256, f"apt key {name}")
     except HashMismatch as exc:
         row.hash = "mismatch"
         row.problems.append(str(exc))
@@ -168,7 +172,7 @@ def _key(run: Run) -> Row:
     except FetchError as exc:
         row.unknown.append(str(exc))
         return row
-    row.hash = "verified" if fetched.sha256 == rocm.key_sha256 else "mismatch"
+    row.hash = "verified" if fetched.sha256 == sha256 else "mismatch"
     return row
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from rocmgraph import keys, patches, provenance
 from rocmgraph.errors import FetchError, LockError
 from rocmgraph.layout import ROOT
+from rocmgraph.pins import KeyedRepo
 from rocmgraph.render import render
 from rocmgraph.run import Run
 from rocmgraph.sources import copy_tree
@@ -51,6 +52,10 @@ def prepare(run: Run, name: str, dest: Path) -> Path:
             _wheels(run, dest / "wheels")
         if "rocm_key" in stage.fetches:
             _rocm_key(run, dest / "rocm.gpg.key")
+        if "base_keys" in stage.fetches and pins.base.repos:
+            (dest / "keys").mkdir()
+            for repo_name, repo in pins.base.repos.items():
+                _repo_key(run, repo_name, repo, dest / "keys" / f"{repo_name}.asc")
     if "provenance" in stage.fetches:
         (dest / "build.json").write_text(provenance.build_json(run, name), encoding="utf-8")
     return dest
@@ -77,6 +82,15 @@ def _rocm_key(run: Run, dest: Path) -> None:
     if not rocm.key_sha256:
         raise FetchError("stage rocm: [rocm].key_sha256 is not pinned yet; run `doit lock`")
     _link(run.store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key").path, dest)
+
+
+def _repo_key(run: Run, name: str, repo: KeyedRepo, dest: Path) -> None:
+    if not repo.key_sha256:
+        raise FetchError(
+            f"stage base: [base.repos.{name}].key_sha256 is not pinned yet; run `doit lock`"
+        )
+    stored = run.store.fetch(repo.key_url, f"{name}.asc", repo.key_sha256, f"{name} apt key")
+    _link(stored.path, dest)
 
 
 def _link(stored: Path, dest: Path) -> None:

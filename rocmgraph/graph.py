@@ -32,7 +32,7 @@ class Stage:
     files: tuple[str, ...] = ()  # further recipe files copied into the context
     arch_dependent: bool = False
     # What the context gets besides sources: "wheels" (the prebuilt wheels by
-    # sha256) and "rocm_key" (the apt key by sha256), neither when the base
+    # sha256), "rocm_key" and "base_keys" (apt keys by sha256), none when the base
     # image provides the stage; "provenance" (build.json, for the manifest).
     fetches: tuple[str, ...] = ()
     # Squash the built image into one layer (keeping its configuration), so that files it

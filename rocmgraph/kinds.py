@@ -39,7 +39,9 @@ class Kind:
     fix: str | Callable[[str], str]  # what to write instead (may depend on the value)
     missing: str = ""  # why "" is allowed (unknown offline); empty: "" is invalid
     optional: bool = False  # "" means "not set" (a mirror nobody configured)
-    globs: bool = False  # may hold * and ?, which the shell expands (a path pattern)
+    # Characters it may hold beyond the safe ones: * and ? in a path pattern (the shell
+    # expands it on purpose), ? and & in a URL only the host fetches (never in a recipe).
+    extra: str = ""
 
     def fix_for(self, value: str) -> str:
         return self.fix(value) if callable(self.fix) else self.fix
@@ -53,16 +55,12 @@ class Kind:
 _LISTED = 10  # characters an unsafe-value message names at most
 
 
-_GLOB = re.compile(r"[A-Za-z0-9._:/@%+=,~^*?-]*")
-
-
-def unsafe_problem(value: str, globs: bool = False) -> str | None:
-    """Characters that could reach a shell unquoted, checked before any kind (``globs``: a
-    path pattern may also hold * and ?, which a RUN line expands on purpose)."""
-    allowed = _GLOB if globs else _SAFE
-    if allowed.fullmatch(value):
+def unsafe_problem(value: str, extra: str = "") -> str | None:
+    """Characters that could reach a shell unquoted, checked before any kind (``extra``: the
+    few more a kind allows, see Kind.extra)."""
+    if _SAFE.fullmatch(value.translate({ord(c): None for c in extra})):
         return None
-    bad = sorted({c for c in set(value) if not allowed.fullmatch(c)})
+    bad = sorted({c for c in set(value) if not _SAFE.fullmatch(c) and c not in extra})
     listed = " ".join(repr(c) for c in bad[:_LISTED])
     more = f" and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
     return f"{shown(value)} has characters that could reach a shell unquoted: {listed}{more}"
@@ -386,8 +384,9 @@ ARCH = Kind("arch", _arch, unknown_arch_hint)
 REPO_FILE = Kind("path", _rel_path, "write a path relative to the repository root")
 SRC_PATH = Kind("path", _rel_path, "write a path relative to the source tree's root")
 ABS_PATH = Kind("path", _abs_path, _abs_path_fix)
-PRUNE_DIR = Kind("prune dir", _prune_dir, _prune_dir_fix, globs=True)
-PATH_GLOB = Kind("path", _path_glob, _abs_path_fix, globs=True)
+PRUNE_DIR = Kind("prune dir", _prune_dir, _prune_dir_fix, extra="*?")
+PATH_GLOB = Kind("path", _path_glob, _abs_path_fix, extra="*?")
+FETCH_URL = dataclasses.replace(URL, extra="?&")  # a location: fetched on the host only
 LINK_PATH = Kind(
     "link path",
     _link_path,

@@ -90,6 +90,17 @@ def resolve(run: Run) -> Result:
             "",
             lambda: run.store.fetch(key_url, "rocm.gpg.key", "", "ROCm key").sha256,
         )
+    for name, repo in pins.base.repos.items():
+        if not repo.key_sha256:
+            result.attempt(
+                ("base", "repos", name, "key_sha256"),
+                "",
+                lambda name=name, url=repo.key_url: (
+                    run.store.fetch(  # type: ignore[misc]
+                        url, f"{name}.asc", "", f"{name} apt key"
+                    ).sha256
+                ),
+            )
     if not pins.base.digest:
         image = pins.base.image
         result.attempt(("base", "digest"), "", lambda: registry.digest(image, run.http))

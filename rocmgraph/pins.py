@@ -96,6 +96,18 @@ class Build:
 
 
 @dataclass(frozen=True, kw_only=True)
+class KeyedRepo:
+    """An apt repository the base image adds (deadsnakes, for Python 3.12 on Ubuntu 22.04),
+    trusted by its own key, which is pinned by sha256 like the ROCm key."""
+
+    url: str = _kind(kinds.URL)
+    suite: str = _kind(kinds.NAME)
+    components: tuple[str, ...] = _kind(kinds.NAME, example='"main"')
+    key_url: str = _kind(kinds.FETCH_URL, location=True)  # the key is fixed by its sha256
+    key_sha256: str = _kind(kinds.SHA256)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Base:
     """The image everything starts from, pinned by digest."""
 
@@ -105,6 +117,7 @@ class Base:
     # ROCm and the torch stack): those stages only verify the pinned versions.
     provides: tuple[str, ...] = _kind(kinds.STAGE_NAME, default=())
     workdir: str = _kind(kinds.ABS_PATH, default="/workspace")
+    repos: Mapping[str, KeyedRepo] = _kind(kinds.TEXT, default={})  # added before `apt`
     apt: tuple[str, ...] = _kind(kinds.NAME, default=())
 
 
@@ -253,6 +266,15 @@ class Pins:
                 found.append(Missing(leaf.path, leaf.kind.missing))
             elif leaf.kind is kinds.COMMIT and len(str(leaf.value)) < 40:
                 found.append(Missing(leaf.path, "short commit id; `doit lock` records the full id"))
+        for name, source in self.sources.items():
+            if source.version_env and not source.version:
+                found.append(
+                    Missing(
+                        ("sources", name, "version"),
+                        "its build reads its version from git, and the tree has no .git; "
+                        "pin the version upstream's tag at the commit gives",
+                    )
+                )
         return found
 
 
@@ -516,7 +538,7 @@ class _Loader:
 
     def string(self, data: object, kind: Kind, path: PinPath) -> str:
         value: str = self.typed(data, str, "a string", path)
-        unsafe = kinds.unsafe_problem(value, kind.globs)
+        unsafe = kinds.unsafe_problem(value, kind.extra)
         if unsafe:
             raise self.error(format_path(path), unsafe, f"use only {kinds.SAFE_CHARS}")
         problem = kind.problem(value)

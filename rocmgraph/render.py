@@ -224,8 +224,13 @@ def _put(view: Any, name: str, value: object) -> None:
 
 def _plain(node: object) -> object:
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        # A location (an index or key URL) is where the host fetches: no recipe's business.
         return types.SimpleNamespace(
-            **{f.name: _plain(getattr(node, f.name)) for f in dataclasses.fields(node)}
+            **{
+                f.name: _plain(getattr(node, f.name))
+                for f in dataclasses.fields(node)
+                if not f.metadata.get("location", False)
+            }
         )
     if isinstance(node, Mapping):
         return {key: _plain(value) for key, value in node.items()}

@@ -9,6 +9,7 @@ STAGE = Stage(
         ("base", "image"),
         ("base", "digest"),
         ("base", "apt"),
+        ("base", "repos"),
         ("base", "workdir"),
         ("python", "version"),
         ("python", "venv"),
@@ -17,4 +18,5 @@ STAGE = Stage(
     ),
     recipe="base.Dockerfile.j2",
     files=("docker/apt.j2",),
+    fetches=("base_keys",),
 )

@@ -71,6 +71,14 @@ def task_audit() -> dict[str, Any]:
     )
 
 
+def task_compare() -> dict[str, Any]:
+    """Set an upstream recipe (dockerfile=<path>) beside the graph, fact by fact."""
+    variables = _variables()
+    return tasks.compare_task(
+        _options(variables), variables.text("format", "text"), variables.text("dockerfile")
+    )
+
+
 def task_render() -> dict[str, Any]:
     """Write the docs generated from pins.toml (README key versions, docker/Dockerfile.rocm)."""
     return tasks.render_task(check=_variables().flag("check"))

@@ -135,12 +135,59 @@ class Report:
 
 def audit(text: str, file: str = "Dockerfile") -> Report:
     """Every finding of the Dockerfile ``text``; NotADockerfile if BuildKit would refuse it."""
+    return read(text, file).report
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A command some RUN line runs (wrappers such as sudo or env taken off), with its words'
+    values and the folder it runs in (None when the file cannot tell)."""
+
+    words: tuple[str, ...]
+    line: int
+    cwd: str | None
+
+
+@dataclass(frozen=True)
+class Clone:
+    url: str
+    ref: str  # "" when nothing pins it
+    path: str | None  # where it lands in the image
+    line: int  # of the ref that pins it, else of the URL
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a Dockerfile does, as read for the audit and for `doit compare`."""
+
+    report: Report
+    ran: tuple[Ran, ...]  # every command of every RUN line, in order
+    env: tuple[tuple[str, str, int], ...]  # (name, value, line) of every ENV, in order
+    clones: tuple[Clone, ...]
+    cmd: tuple[str, ...] | None  # the last CMD
+    workdir: str  # the final stage's
+
+
+def read(text: str, file: str = "Dockerfile", *, record: bool = False) -> Reading:
+    """The findings of ``text`` and, with ``record``, every command, ENV and clone too."""
     parsed = syntax.parse(text, file)
     _check(parsed)
-    walker = _Walker(parsed.escape)
+    walker = _Walker(parsed.escape, record)
     for instruction in parsed.instructions:
         walker.instruction(instruction)
-    return Report(file, walker.findings())
+    clones = tuple(
+        Clone(c.url.value, c.ref.value if c.ref else "", c.path, c.ref_line if c.ref else c.line)
+        for c in walker.clones
+    )
+    workdir = walker.stage.workdir if walker.stage else "/"
+    return Reading(
+        Report(file, walker.findings()),
+        tuple(walker.ran),
+        tuple(walker.env_set),
+        clones,
+        walker.cmd,
+        workdir,
+    )
 
 
 def _check(parsed: syntax.Dockerfile) -> None:
@@ -250,8 +297,12 @@ class _Script:
 
 
 class _Walker:
-    def __init__(self, escape: str) -> None:
+    def __init__(self, escape: str, record: bool = False) -> None:
         self.escape = escape
+        self.record = record  # keep every command and ENV (for compare), not only findings
+        self.ran: list[Ran] = []
+        self.env_set: list[tuple[str, str, int]] = []
+        self.cmd: tuple[str, ...] | None = None
         self.globals: dict[str, _Var] = {}
         self.stages: dict[str, _Stage] = {}
         self.stage: _Stage | None = None
@@ -266,6 +317,9 @@ class _Walker:
         handler = getattr(self, f"_on_{ins.command.lower()}", None)
         if handler is not None:
             handler(ins)
+        if ins.command == "CMD":
+            words = ins.words if ins.exec_form else (ins.words[0],) if ins.words else ()
+            self.cmd = tuple(word.text for word in words)
 
     def _on_from(self, ins: Instruction) -> None:
         word = ins.words[0]
@@ -321,7 +375,9 @@ class _Walker:
                 pairs.append((name, raw, ins.line_of(word)))
         env = self._known()
         for name, raw, line in pairs:
-            self.stage.vars[name] = _Var(name, self._expand(raw, env).value, line, env=True)
+            value = self._expand(raw, env).value
+            self.stage.vars[name] = _Var(name, value, line, env=True)
+            self.env_set.append((name, value, line))
 
     def _on_workdir(self, ins: Instruction) -> None:
         assert self.stage is not None
@@ -421,10 +477,11 @@ class _Walker:
         return _Script(text, values, False, {(): self.stage.workdir})
 
     def _shell(self, text: Text) -> None:
-        if not any(mark in text.value for mark in ("pip", "git", "curl", "wget", "aria2", "$")):
+        marks = ("pip", "git", "curl", "wget", "aria2", "$")
+        if not self.record and not any(mark in text.value for mark in marks):
             return  # nothing here can fetch anything (and a 5 MB `a && a && ...` costs nothing)
         script = self._script(text)
-        items = shell.parse(text.value, _wanted)
+        items = shell.parse(text.value, (lambda _: True) if self.record else _wanted)
         script.verified = any(
             isinstance(item, shell.Command) and _checks_sum(item) for item in items
         )
@@ -472,6 +529,9 @@ class _Walker:
             return
         name = posixpath.basename(words[0][0].value)
         values = [value.value for value, _ in words]
+        if self.record:
+            line = script.text.line_at(words[0][1].offset)
+            self.ran.append(Ran(tuple(values), line, _cwd(script, command.scopes)))
         if name == "cd":
             self._cd(script, command.scopes, words[1:])
         elif name == "git":
@@ -485,7 +545,7 @@ class _Walker:
                 nested = script.text.slice(min(offset, len(script.text.value)))
                 self._shell(Text(inner[0].value, nested.starts, nested.lines))
         else:
-            args = _pip_args(values)
+            args = pip_arguments(values)
             if args is not None:
                 self._pip(script, words[len(words) - len(args) :])
 
@@ -804,7 +864,7 @@ def _unwrap(words: list[tuple[Expanded, shell.Word]]) -> list[tuple[Expanded, sh
     return words
 
 
-def _pip_args(values: list[str]) -> list[str] | None:
+def pip_arguments(values: list[str]) -> list[str] | None:
     """The arguments pip gets (after ``pip``, ``python -m pip``, ``uv pip``), or None."""
     name = posixpath.basename(values[0])
     if re.fullmatch(r"pip[0-9.]*", name):

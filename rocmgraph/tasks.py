@@ -22,7 +22,18 @@ from typing import Any
 from doit import doit_cmd
 
 import stages
-from rocmgraph import audit, build, bump, dockerfile_audit, docs, lock, patch_status, plan, render
+from rocmgraph import (
+    audit,
+    build,
+    bump,
+    compare,
+    dockerfile_audit,
+    docs,
+    lock,
+    patch_status,
+    plan,
+    render,
+)
 from rocmgraph.archs import closest, parse_archs
 from rocmgraph.demo.profile import Demo
 from rocmgraph.docker import DockerEngine
@@ -99,7 +110,7 @@ VARIABLES: dict[str, Variable] = {
     "to": Variable("the commit or tag bump:<source> moves to"),
     "force": Variable("1 lets a bump write despite a conflicting patch", flag),
     "dry": Variable("1 makes a bump write nothing", flag),
-    "dockerfile": Variable("a plain Dockerfile for audit to check instead of the pins"),
+    "dockerfile": Variable("a plain Dockerfile: for audit to check, or compare to set beside"),
     "check": Variable("1 makes render only check that the docs are fresh", flag),
     "commit_tag": Variable("the manifest's training_docker_version (verl's GIT_COMMIT_TAG); DEV"),
 }
@@ -272,6 +283,24 @@ def audit_task(options: Options, fmt: str, dockerfile: str) -> Task:
 
     return _report(
         "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed", show
+    )
+
+
+def compare_task(options: Options, fmt: str, dockerfile: str) -> Task:
+    def show() -> None:
+        if not dockerfile:
+            raise VariableError(
+                "compare needs dockerfile=<path>: an upstream recipe to set beside the graph"
+            )
+        comparison = compare.compare(_read_dockerfile(dockerfile), dockerfile, run_for(options))
+        text = compare.as_json(comparison) if fmt == "json" else compare.as_text(comparison)
+        print(text)
+        compare.verdict(comparison)
+
+    return _report(
+        "set an upstream recipe (dockerfile=<path>) beside the graph: every pin, variable, "
+        "install, patch, link and cleanup, same or explained",
+        show,
     )
 
 

@@ -1,0 +1,552 @@
+"""`doit compare dockerfile=<path>`: an upstream recipe beside the graph, fact by fact.
+
+The recipe is read as the audit reads it (BuildKit's grammar, RUN as shell,
+variables resolved: rocmgraph.dockerfile_audit.read). Every fact it states is
+listed: its base image, the sources it clones and the ref it checks out, the
+Python packages and wheels it installs, its apt packages and repositories, its
+runtime environment, the files it edits with sed (a patch of the graph must
+touch each), its links, its cleanup, its command and working folder. Each fact
+is set beside what the graph does (the pins and the rendered recipes): the
+same, different, or not at all. A difference the project makes on purpose is
+listed, with its reason, in docker/differences.toml; the README's table is made
+from it. Any other difference fails the command: that is how a maintainer sees
+what the graph must follow when verl changes its recipe.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import tomli
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from rocmgraph import dockerfile_audit, dockerfile_syntax, pipargs
+from rocmgraph.dockerfile_audit import Kind, Reading
+from rocmgraph.errors import LockError
+from rocmgraph.expand import expand
+from rocmgraph.layout import DOCKER, ROOT
+from rocmgraph.patches import read_patch
+from rocmgraph.pins import Pins
+from rocmgraph.render import render
+from rocmgraph.run import Run
+
+DIFFERENCES = DOCKER / "differences.toml"
+_APT = ("apt", "apt-get")
+_APT_CACHES = ("/var/lib/apt/lists", "/var/cache/apt")
+_GITHUB = re.compile(r"(?:https?://|git@)github\.com[/:]([^/]+)/([^/#@]+?)(?:\.git)?/?$")
+
+
+class Fact(StrEnum):
+    BASE = "base"  # the image it starts from
+    SOURCE = "source"  # a git clone, and the ref it checks out
+    PIP = "pip"  # a Python package from an index
+    WHEEL = "wheel"  # a wheel by URL
+    APT = "apt"  # an apt package
+    APT_REPO = "apt-repo"  # an apt repository
+    ENV = "env"  # a variable of the runtime environment
+    BUILD = "build"  # a clone built and installed (editable or not)
+    PATCH = "patch"  # a file it edits in place (sed -i)
+    LINK = "link"  # a symbolic link it makes
+    CLEANUP = "cleanup"  # a path it removes
+    UNINSTALL = "uninstall"  # a package it removes
+    CMD = "cmd"
+    WORKDIR = "workdir"
+
+
+class Status(StrEnum):
+    SAME = "same"
+    DIFFERS = "differs"
+    MISSING = "missing"  # the graph does not do it
+    EXPLAINED = "explained"  # differs or is missing on purpose (docker/differences.toml)
+
+
+@dataclass(frozen=True)
+class Stated:
+    """One fact of the recipe."""
+
+    fact: Fact
+    key: str  # what it is about: a package, a variable, a repository, a file
+    value: str  # what the recipe says of it
+    line: int
+
+
+@dataclass(frozen=True)
+class Row:
+    stated: Stated
+    status: Status
+    graph: str  # what the graph does, and where (a pin, a recipe)
+    why: str = ""  # for an explained difference
+
+
+@dataclass(frozen=True)
+class Comparison:
+    recipe: str
+    rows: tuple[Row, ...]
+    stale: tuple[str, ...]  # explanations that match no difference any more
+
+    @property
+    def unexplained(self) -> list[Row]:
+        return [row for row in self.rows if row.status in (Status.DIFFERS, Status.MISSING)]
+
+
+def compare(text: str, recipe: str, run: Run) -> Comparison:
+    """``text`` (an upstream Dockerfile named ``recipe``) beside the graph of ``run``."""
+    reading = dockerfile_audit.read(text, recipe, record=True)
+    graph = _Graph(run)
+    stated = list(_facts(reading))
+    explained = explanations(Path(recipe).name)
+    rows = []
+    used: set[tuple[str, str]] = set()
+    for item in stated:
+        status, where = graph.judge(item)
+        why = explained.get((item.fact, item.key), "")
+        if status in (Status.DIFFERS, Status.MISSING) and why:
+            used.add((item.fact, item.key))
+            status = Status.EXPLAINED
+        rows.append(Row(item, status, where, why if status is Status.EXPLAINED else ""))
+    stale = tuple(f"{fact} {key}" for (fact, key) in sorted(explained) if (fact, key) not in used)
+    return Comparison(recipe, tuple(rows), stale)
+
+
+def explanations(recipe: str) -> dict[tuple[str, str], str]:
+    """The differences the project makes on purpose from ``recipe``: (fact, key) -> why."""
+    table = tomli.loads(DIFFERENCES.read_text(encoding="utf-8"))
+    found = {}
+    for entry in table.get("difference", []):
+        if entry["recipe"] != recipe:
+            continue
+        facts = entry["fact"] if isinstance(entry["fact"], list) else [entry["fact"]]
+        for named in facts:
+            fact, _, key = named.partition(" ")
+            found[(fact, key)] = entry["why"]
+    return found
+
+
+# ---------------------------------------------------------------- the recipe's facts
+
+
+def _facts(reading: Reading) -> Iterator[Stated]:
+    for finding in reading.report.findings:
+        if finding.kind is Kind.FROM:
+            yield Stated(Fact.BASE, "image", finding.value, finding.line)
+        elif finding.kind is Kind.PIP:
+            yield _requirement(finding.value, finding.line)
+    for clone in reading.clones:
+        yield Stated(Fact.SOURCE, repo_name(clone.url), clone.ref, clone.line)
+    final = {name: (value, line) for name, value, line in reading.env}  # the last value counts
+    for name, (value, line) in sorted(final.items(), key=lambda item: item[1][1]):
+        yield Stated(Fact.ENV, name, value, line)
+    clones = {clone.path: clone for clone in reading.clones if clone.path}
+    for ran in reading.ran:
+        yield from _ran_facts(ran, clones)
+    if reading.cmd is not None:
+        yield Stated(Fact.CMD, "CMD", json.dumps(list(reading.cmd)), 0)
+    yield Stated(Fact.WORKDIR, "WORKDIR", reading.workdir, 0)
+
+
+def _split_ref(url: str) -> tuple[str, str]:
+    """``https://host/org/repo@ref`` -> (url, ref); a URL with no ref -> (url, "")."""
+    scheme, _, rest = url.partition("://")
+    path, _, ref = rest.rpartition("@") if "@" in rest else (rest, "", "")
+    return f"{scheme}://{path}", ref
+
+
+def repo_name(url: str) -> str:
+    """``https://github.com/ROCm/aiter.git`` -> ``rocm/aiter``; another host: the URL."""
+    match = _GITHUB.match(url)
+    return f"{match.group(1)}/{match.group(2)}".lower() if match else url
+
+
+def _requirement(value: str, line: int) -> Stated:
+    if value.startswith("git+"):  # a source installed straight from its repository
+        url, ref = _split_ref(value.removeprefix("git+").split("#", 1)[0])
+        return Stated(Fact.SOURCE, repo_name(url), ref, line)
+    name = posixpath.basename(value.split("#", 1)[0])
+    if "://" in value and name.endswith(".whl"):
+        try:
+            dist = parse_wheel_filename(name)[0]
+        except InvalidWheelFilename:
+            dist = canonicalize_name(name)
+        return Stated(Fact.WHEEL, str(dist), name.replace("%2B", "+"), line)
+    try:
+        parsed = Requirement(value)
+    except InvalidRequirement:
+        return Stated(Fact.PIP, value, "", line)
+    if parsed.url:
+        url, ref = _split_ref(parsed.url.removeprefix("git+"))
+        return Stated(Fact.SOURCE, repo_name(url), ref, line)
+    return Stated(Fact.PIP, str(canonicalize_name(parsed.name)), str(parsed.specifier), line)
+
+
+Clones = Mapping[str, dockerfile_audit.Clone]  # where each clone of the recipe lands
+
+
+def _ran_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    name = posixpath.basename(ran.words[0])
+    if name in _APT:
+        return _apt_facts(ran)
+    handler = _HANDLERS.get(name)
+    if handler is not None:
+        return handler(ran, clones)
+    return _python_facts(ran, clones)
+
+
+def _apt_facts(ran: dockerfile_audit.Ran) -> Iterator[Stated]:
+    words = list(ran.words)
+    if "install" in words:
+        for word in words[words.index("install") + 1 :]:
+            if not word.startswith("-") and "/" not in word:
+                yield Stated(Fact.APT, word.split("=", 1)[0], word.partition("=")[2], ran.line)
+
+
+def _deb_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    """``echo "deb [...] <url> <suite> <components>" > /etc/apt/sources.list.d/x.list``"""
+    for word in ran.words:
+        if word.startswith("deb "):
+            url = next((part for part in word.split() if "://" in part), "")
+            yield Stated(Fact.APT_REPO, url.rstrip("/"), word, ran.line)
+
+
+def _sed_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    if any(w == "-i" or (w.startswith("-") and "i" in w[1:]) for w in ran.words):
+        for path in _sed_files(list(ran.words)):
+            yield Stated(Fact.PATCH, _in_tree(path, ran.cwd, clones), "sed -i", ran.line)
+
+
+def _ln_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    operands = [w for w in ran.words[1:] if not w.startswith("-")]
+    if any(w.startswith("-") and "s" in w for w in ran.words) and len(operands) >= 2:
+        target, link = operands[-2:]
+        yield Stated(Fact.LINK, _site(link), _site(target), ran.line)
+
+
+def _rm_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    if not any(w.startswith("-") and "r" in w for w in ran.words):
+        return
+    for path in (w for w in ran.words[1:] if not w.startswith("-")):
+        full = posixpath.normpath(posixpath.join(ran.cwd or "/", path))
+        if not any(full == root or full.startswith(f"{root}/") for root in clones):
+            # (removing its own clone, or a build folder in it, is the recipe's build work)
+            yield Stated(Fact.CLEANUP, path, "rm -rf", ran.line)
+
+
+def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    """``pip uninstall``; a build of a clone: ``pip install [-e] <path>``, ``setup.py <verb>``."""
+    words = list(ran.words)
+    args = dockerfile_audit.pip_arguments(words)
+    if args and args[:1] == ["uninstall"]:
+        for package in (a for a in args[1:] if not a.startswith("-")):
+            yield Stated(Fact.UNINSTALL, str(canonicalize_name(package)), "", ran.line)
+    elif args and args[:1] == ["install"]:
+        editable = "-e" in args or "--editable" in args
+        for arg in args[1:]:
+            if arg.startswith("-") or pipargs.judge(arg).verdict is not pipargs.Verdict.LOCAL:
+                continue
+            place = _in_tree(arg, ran.cwd, clones)
+            if ":" in place and not place.startswith("site:"):
+                how = "pip install -e" if editable else "pip install"
+                yield Stated(Fact.BUILD, place.split(":", 1)[0], how, ran.line)
+    else:
+        script = next((w for w in words[1:] if w.endswith(".py")), "")
+        if posixpath.basename(script).startswith("setup") and ran.cwd:
+            verb = words[words.index(script) + 1] if words.index(script) + 1 < len(words) else ""
+            place = _in_tree(script, ran.cwd, clones)
+            if ":" in place and not place.startswith("site:"):
+                yield Stated(Fact.BUILD, place.split(":", 1)[0], f"setup.py {verb}", ran.line)
+
+
+_HANDLERS = {
+    "echo": _deb_facts,
+    "printf": _deb_facts,
+    "sed": _sed_facts,
+    "ln": _ln_facts,
+    "rm": _rm_facts,
+}
+
+
+def _sed_files(words: list[str]) -> list[str]:
+    """The files ``sed -i`` edits: what follows its script (given with -e or as the first
+    word that is no option)."""
+    rest = words[1:]
+    files, script_seen = [], any(w in ("-e", "--expression") for w in rest)
+    skip = False
+    for word in rest:
+        if skip:
+            skip = False
+        elif word in ("-e", "--expression", "-f"):
+            skip = True
+        elif word.startswith("-"):
+            continue
+        elif not script_seen:
+            script_seen = True
+        else:
+            files.append(word)
+    return files
+
+
+def _in_tree(path: str, cwd: str | None, clones: Mapping[str, dockerfile_audit.Clone]) -> str:
+    """A file as ``<repo>:<path in it>`` (a clone's file), or ``site:<path>`` (an installed
+    package's), or the absolute path."""
+    full = posixpath.normpath(posixpath.join(cwd or "/", path))
+    for root, clone in sorted(clones.items(), key=lambda item: -len(item[0])):
+        if full.startswith(root.rstrip("/") + "/"):
+            return f"{repo_name(clone.url)}:{full[len(root.rstrip('/')) + 1 :]}"
+    return _site(full)
+
+
+def _site(path: str) -> str:
+    """A path in site-packages (``/opt/venv/lib/python3.12/site-packages/x``, ``$SP/x``) as
+    ``site:x``; others as they are."""
+    match = re.search(r"(?:/(?:site|dist)-packages|^\$\{?SP\}?)/(.*)", path)
+    return f"site:{match.group(1)}" if match else path
+
+
+# ---------------------------------------------------------------- the graph's side
+
+
+class _Graph:
+    """What the graph does, from its pins and its rendered recipes."""
+
+    def __init__(self, run: Run) -> None:
+        self.pins: Pins = run.pins
+        self.env = _rendered_env(run)
+        self.patched = _patched_files(run.pins)
+        self.judges = {
+            Fact.BASE: self._base, Fact.SOURCE: self._source, Fact.PIP: self._pip,
+            Fact.WHEEL: self._wheel, Fact.APT: self._apt, Fact.APT_REPO: self._apt_repo,
+            Fact.ENV: self._env, Fact.PATCH: self._patch, Fact.LINK: self._link,
+            Fact.CLEANUP: self._cleanup, Fact.UNINSTALL: self._uninstall, Fact.CMD: self._cmd,
+            Fact.WORKDIR: self._workdir, Fact.BUILD: self._build,
+        }  # fmt: skip
+
+    def judge(self, stated: Stated) -> tuple[Status, str]:
+        return self.judges[stated.fact](stated)
+
+    def _base(self, stated: Stated) -> tuple[Status, str]:
+        ours = self.pins.base.image
+        same = _image_name(ours) == _image_name(stated.value)
+        return (Status.SAME if same else Status.DIFFERS), f"[base].image = {ours}"
+
+    def _source(self, stated: Stated) -> tuple[Status, str]:
+        for name, source in self.pins.sources.items():
+            if repo_name(source.repo) != stated.key:
+                continue
+            where = f"[sources.{name}] commit {source.commit or '-'}, tag {source.tag or '-'}"
+            ref = stated.value
+            same = (
+                (not ref and not source.commit)
+                or ref in (source.tag, source.commit)
+                or (bool(ref) and bool(source.commit) and source.commit.startswith(ref))
+            )
+            if name in self.pins.base.provides:
+                where += " (the base image provides it)"
+            return (Status.SAME if same else Status.DIFFERS), where
+        return Status.MISSING, "no [sources.*] has this repository"
+
+    def _pip(self, stated: Stated) -> tuple[Status, str]:
+        pinned = self._pinned_packages()
+        if stated.key not in pinned:
+            return Status.MISSING, "not installed by the graph"
+        where, version = pinned[stated.key]
+        same = stated.value == (f"=={version}" if version else "")
+        return (Status.SAME if same else Status.DIFFERS), f"{where} = {version or '(unpinned)'}"
+
+    def _pinned_packages(self) -> dict[str, tuple[str, str]]:
+        found: dict[str, tuple[str, str]] = {}
+        python = self.pins.python
+        for group in ("tools", "stack", "vllm", "sglang"):
+            for name, version in getattr(python, group).items():
+                found[str(canonicalize_name(name))] = (f"[python.{group}].{name}", version)
+        for name, wheel in self.pins.wheels.items():
+            found[str(canonicalize_name(name))] = (f"[wheels.{name}].version", wheel.version)
+        return found
+
+    def _wheel(self, stated: Stated) -> tuple[Status, str]:
+        for name, wheel in self.pins.wheels.items():
+            if canonicalize_name(name) == stated.key:
+                where = f"[wheels.{name}].file = {wheel.file or '(not locked)'}"
+                return (Status.SAME if wheel.file == stated.value else Status.DIFFERS), where
+        return Status.MISSING, "no [wheels.*] of this package"
+
+    def _apt(self, stated: Stated) -> tuple[Status, str]:
+        if stated.key in self.pins.base.apt:
+            return Status.SAME, "[base].apt"
+        if stated.key in self.pins.rocm.packages:
+            return Status.SAME, f"[rocm.packages].{stated.key}"
+        return Status.MISSING, "not in [base].apt or [rocm.packages]"
+
+    def _apt_repo(self, stated: Stated) -> tuple[Status, str]:
+        urls = {
+            repo.url.rstrip("/"): f"[rocm.repos.{n}]" for n, repo in self.pins.rocm.repos.items()
+        }
+        urls |= {
+            repo.url.rstrip("/"): f"[base.repos.{n}]" for n, repo in self.pins.base.repos.items()
+        }
+        key = re.sub(r"\$\{?\w+\}?", "*", stated.key)
+        for url, where in urls.items():
+            if re.fullmatch(re.escape(key).replace(r"\*", ".*"), url):
+                return Status.SAME, where
+        return Status.MISSING, "no apt repository of the pins"
+
+    def _env(self, stated: Stated) -> tuple[Status, str]:
+        if stated.key not in self.env:
+            return Status.MISSING, "not in the image's environment"
+        value, where = self.env[stated.key]
+        return (Status.SAME if value == stated.value else Status.DIFFERS), f"{where}: {value}"
+
+    def _patch(self, stated: Stated) -> tuple[Status, str]:
+        patch = self.patched.get(stated.key)
+        return (Status.SAME, patch) if patch else (Status.MISSING, "no patch touches it")
+
+    def _link(self, stated: Stated) -> tuple[Status, str]:
+        target = self.pins.links.get(stated.key)
+        if target is None:
+            return Status.MISSING, "not in [links]"
+        return (Status.SAME if target == stated.value else Status.DIFFERS), f"[links] -> {target}"
+
+    def _cleanup(self, stated: Stated) -> tuple[Status, str]:
+        if stated.key in self.pins.cleanup.paths:
+            return Status.SAME, "[cleanup].paths"
+        if stated.key.startswith(_APT_CACHES):
+            return (
+                Status.SAME,
+                "apt's lists and archives are BuildKit cache mounts: never in a layer",
+            )
+        return Status.MISSING, "not in [cleanup].paths"
+
+    def _uninstall(self, stated: Stated) -> tuple[Status, str]:
+        for name, source in self.pins.sources.items():
+            if stated.key in {str(canonicalize_name(u)) for u in source.uninstall}:
+                return Status.SAME, f"[sources.{name}].uninstall"
+        return Status.MISSING, "no [sources.*].uninstall names it"
+
+    def _build(self, stated: Stated) -> tuple[Status, str]:
+        for name, source in self.pins.sources.items():
+            if repo_name(source.repo) != stated.key:
+                continue
+            if name in self.pins.base.provides:
+                return Status.DIFFERS, f"[sources.{name}]: the base image provides it"
+            layout = f", its tree at {source.workspace}" if source.workspace else ""
+            where = f"stage {name} builds a wheel, installed{layout}"
+            editable = "develop" in stated.value or "-e" in stated.value
+            return (Status.DIFFERS if editable else Status.SAME), where
+        return Status.MISSING, "no [sources.*] has this repository"
+
+    def _cmd(self, stated: Stated) -> tuple[Status, str]:
+        ours = json.dumps(list(self.pins.image.cmd))
+        return (Status.SAME if ours == stated.value else Status.DIFFERS), f"[image].cmd = {ours}"
+
+    def _workdir(self, stated: Stated) -> tuple[Status, str]:
+        ours = self.pins.image.workdir or self.pins.base.workdir
+        same = ours == stated.value
+        return (Status.SAME if same else Status.DIFFERS), f"[image].workdir = {ours}"
+
+
+def _image_name(image: str) -> str:
+    """``docker.io/library/ubuntu:22.04`` and ``ubuntu:22.04`` name the same image."""
+    return image.removeprefix("docker.io/").removeprefix("library/").split("@", 1)[0]
+
+
+def _rendered_env(run: Run) -> dict[str, tuple[str, str]]:
+    """The final image's environment as the graph's recipes set it: name -> (value, stage),
+    from the base stage down to the final one, less the build-only variables."""
+    env: dict[str, tuple[str, str]] = {}
+    known: dict[str, str] = {}
+    dropped: set[str] = set()
+    final = run.graph.closure("manifest")
+    lineage = _lineage(run, final)
+    for name in lineage:
+        stage = run.graph[name]
+        dropped |= set(stage.drop_env)
+        parsed = dockerfile_syntax.parse(render(stage, run.pins, run.archs), f"{name} recipe")
+        for ins in parsed.instructions:
+            if ins.command != "ENV":
+                continue
+            for word in ins.words:
+                variable, _, raw = word.text.partition("=")
+                value = expand(raw, known).value
+                known[variable] = value
+                env[variable] = (value, f"stage {name}")
+    return {k: v for k, v in env.items() if k not in dropped}
+
+
+def _lineage(run: Run, stages: tuple[str, ...]) -> list[str]:
+    """The stages whose images the final one is built FROM (not those it only copies from)."""
+    line, name = [], "manifest"
+    while True:
+        line.append(name)
+        parents = run.graph[name].parents
+        if not parents:
+            return list(reversed(line))
+        # assemble builds FROM verl; every other stage has one parent
+        name = "verl" if name == "assemble" else parents[0]
+        if name not in stages:
+            return list(reversed(line))
+
+
+def _patched_files(pins: Pins) -> dict[str, str]:
+    """``<repo>:<path>`` or ``site:<path>`` -> the patch file that edits it."""
+    found = {}
+    for source in pins.sources.values():
+        for patch in source.patches:
+            for file in read_patch(patch).files:
+                found[f"{repo_name(source.repo)}:{file}"] = patch
+    for patches in pins.python.patches.values():
+        for patch in patches:
+            for file in read_patch(patch).files:
+                found[f"site:{file}"] = patch
+    return found
+
+
+# ---------------------------------------------------------------- reports
+
+
+def verdict(comparison: Comparison) -> None:
+    """Fail unless every difference is explained, and every explanation still needed."""
+    unexplained = comparison.unexplained
+    if unexplained or comparison.stale:
+        parts = []
+        if unexplained:
+            parts.append(f"{len(unexplained)} differences are not explained")
+        if comparison.stale:
+            parts.append(f"{len(comparison.stale)} explanations match nothing any more")
+        raise LockError(
+            f"compare {comparison.recipe}: {' and '.join(parts)}; follow the recipe, or say "
+            f"why not in {DIFFERENCES.relative_to(ROOT)}"
+        )
+
+
+def as_text(comparison: Comparison) -> str:
+    lines = []
+    for row in comparison.rows:
+        stated = row.stated
+        where = f"{comparison.recipe}:{stated.line}" if stated.line else comparison.recipe
+        value = f" {stated.value}" if stated.value else ""
+        tail = f" ({row.why})" if row.why else ""
+        lines.append(f"{where}: {stated.fact} {stated.key}{value}: {row.status}: {row.graph}{tail}")
+    lines += [f"{DIFFERENCES.relative_to(ROOT)}: stale: {item}" for item in comparison.stale]
+    counts = {status: sum(row.status is status for row in comparison.rows) for status in Status}
+    lines.append(f"{comparison.recipe}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    return "\n".join(lines)
+
+
+def as_json(comparison: Comparison) -> str:
+    return json.dumps(
+        {
+            "recipe": comparison.recipe,
+            "rows": [
+                {**asdict(row.stated), "status": str(row.status), "graph": row.graph,
+                 "why": row.why}
+                for row in comparison.rows
+            ],
+            "stale": list(comparison.stale),
+        },
+        indent=2,
+    )  # fmt: skip

@@ -15,6 +15,8 @@ what the graph must follow when verl changes its recipe.
 
 from __future__ import annotations
 
+import fnmatch
+import itertools
 import json
 import posixpath
 import re
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import tomli
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from rocmgraph import dockerfile_audit, dockerfile_syntax, pipargs
@@ -52,9 +55,11 @@ class Fact(StrEnum):
     APT_REPO = "apt-repo"  # an apt repository
     ENV = "env"  # a variable of the runtime environment
     BUILD = "build"  # a clone built and installed (editable or not)
+    REQUIREMENTS = "requirements"  # a requirements file of a clone it installs (pip -r)
     PATCH = "patch"  # a file it edits in place (sed -i)
     LINK = "link"  # a symbolic link it makes
     CLEANUP = "cleanup"  # a path it removes
+    PRUNE = "prune"  # a folder whose kernel files of other archs it removes
     UNINSTALL = "uninstall"  # a package it removes
     CMD = "cmd"
     WORKDIR = "workdir"
@@ -217,7 +222,9 @@ def _deb_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
 def _sed_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
     if any(w == "-i" or (w.startswith("-") and "i" in w[1:]) for w in ran.words):
         for path in _sed_files(list(ran.words)):
-            yield Stated(Fact.PATCH, _in_tree(path, ran.cwd, clones), "sed -i", ran.line)
+            # a path only a running build knows ("$FILE" from a find) stays as written
+            place = path if "$" in path else _in_tree(path, ran.cwd, clones)
+            yield Stated(Fact.PATCH, place, "sed -i", ran.line)
 
 
 def _ln_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
@@ -246,13 +253,20 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
             yield Stated(Fact.UNINSTALL, str(canonicalize_name(package)), "", ran.line)
     elif args and args[:1] == ["install"]:
         editable = "-e" in args or "--editable" in args
-        for arg in args[1:]:
-            if arg.startswith("-") or pipargs.judge(arg).verdict is not pipargs.Verdict.LOCAL:
+        for option, value in itertools.pairwise(args):
+            if option in ("-r", "--requirement"):
+                place = _in_tree(value, ran.cwd, clones)
+                yield Stated(Fact.REQUIREMENTS, place, "pip install -r", ran.line)
+        operands = pipargs.install_arguments(args)
+        for arg in (args[at] for at in (operands[0] if operands else [])):
+            if pipargs.judge(arg).verdict is not pipargs.Verdict.LOCAL:
                 continue
             place = _in_tree(arg, ran.cwd, clones)
             if ":" in place and not place.startswith("site:"):
                 how = "pip install -e" if editable else "pip install"
                 yield Stated(Fact.BUILD, place.split(":", 1)[0], how, ran.line)
+            else:  # a package folder of the image (ROCm's amd_smi), or wheels built earlier
+                yield Stated(Fact.PIP, place, "", ran.line)
     else:
         script = next((w for w in words[1:] if w.endswith(".py")), "")
         if posixpath.basename(script).startswith("setup") and ran.cwd:
@@ -262,8 +276,25 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
                 yield Stated(Fact.BUILD, place.split(":", 1)[0], f"setup.py {verb}", ran.line)
 
 
+def _find_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    """``find <dir> -name '*gfx*' | ... rm``: the folders where it prunes other archs' kernels."""
+    words = list(ran.words)
+    patterns = [
+        value
+        for option, value in itertools.pairwise(words)
+        if option in ("-name", "-iname", "-path", "-ipath", "-regex")
+    ]
+    if not any("gfx" in pattern for pattern in patterns):
+        return
+    for word in words[1:]:
+        if word.startswith(("-", "(", "!")):
+            break  # the folders come before the first test
+        yield Stated(Fact.PRUNE, posixpath.normpath(word), "kernel files of other archs", ran.line)
+
+
 _HANDLERS = {
     "echo": _deb_facts,
+    "find": _find_facts,
     "printf": _deb_facts,
     "sed": _sed_facts,
     "ln": _ln_facts,
@@ -296,8 +327,8 @@ def _in_tree(path: str, cwd: str | None, clones: Mapping[str, dockerfile_audit.C
     package's), or the absolute path."""
     full = posixpath.normpath(posixpath.join(cwd or "/", path))
     for root, clone in sorted(clones.items(), key=lambda item: -len(item[0])):
-        if full.startswith(root.rstrip("/") + "/"):
-            return f"{repo_name(clone.url)}:{full[len(root.rstrip('/')) + 1 :]}"
+        if full == root.rstrip("/") or full.startswith(root.rstrip("/") + "/"):
+            return f"{repo_name(clone.url)}:{full[len(root.rstrip('/')) + 1 :] or '.'}"
     return _site(full)
 
 
@@ -323,7 +354,8 @@ class _Graph:
             Fact.WHEEL: self._wheel, Fact.APT: self._apt, Fact.APT_REPO: self._apt_repo,
             Fact.ENV: self._env, Fact.PATCH: self._patch, Fact.LINK: self._link,
             Fact.CLEANUP: self._cleanup, Fact.UNINSTALL: self._uninstall, Fact.CMD: self._cmd,
-            Fact.WORKDIR: self._workdir, Fact.BUILD: self._build,
+            Fact.WORKDIR: self._workdir, Fact.BUILD: self._build, Fact.PRUNE: self._prune,
+            Fact.REQUIREMENTS: self._requirements,
         }  # fmt: skip
 
     def judge(self, stated: Stated) -> tuple[Status, str]:
@@ -351,12 +383,22 @@ class _Graph:
         return Status.MISSING, "no [sources.*] has this repository"
 
     def _pip(self, stated: Stated) -> tuple[Status, str]:
+        if stated.key.startswith("/"):  # a package folder the image holds, or built wheels
+            if stated.key.endswith(".whl"):
+                return Status.SAME, "stage assemble installs the wheels the source stages build"
+            if stated.key in self.pins.rocm.pip:
+                return Status.SAME, "[rocm].pip"
+            return Status.MISSING, "not in [rocm].pip"
         pinned = self._pinned_packages()
         if stated.key not in pinned:
             return Status.MISSING, "not installed by the graph"
         where, version = pinned[stated.key]
-        same = stated.value == (f"=={version}" if version else "")
-        return (Status.SAME if same else Status.DIFFERS), f"{where} = {version or '(unpinned)'}"
+        if not version:
+            same = not stated.value
+            return (Status.SAME if same else Status.DIFFERS), f"{where} = (unpinned)"
+        # pinning what the recipe leaves open follows it: the pin is one of the versions it allows
+        allowed = SpecifierSet(stated.value).contains(version, prereleases=True)
+        return (Status.SAME if allowed else Status.DIFFERS), f"{where} = {version}"
 
     def _pinned_packages(self) -> dict[str, tuple[str, str]]:
         found: dict[str, tuple[str, str]] = {}
@@ -420,6 +462,22 @@ class _Graph:
                 "apt's lists and archives are BuildKit cache mounts: never in a layer",
             )
         return Status.MISSING, "not in [cleanup].paths"
+
+    def _prune(self, stated: Stated) -> tuple[Status, str]:
+        for pinned in self.pins.prune.dirs:
+            parts = stated.key.split("/")
+            depth = len(pinned.rstrip("/").split("/"))
+            if len(parts) >= depth and fnmatch.fnmatchcase("/".join(parts[:depth]), pinned):
+                return Status.SAME, f"[prune].dirs: {pinned}"
+        return Status.MISSING, "under no [prune].dirs"
+
+    def _requirements(self, stated: Stated) -> tuple[Status, str]:
+        repo, _, file = stated.key.partition(":")
+        for name, source in self.pins.sources.items():
+            if repo_name(source.repo) == repo:
+                where = f"[sources.{name}].requirements"
+                return (Status.SAME if file in source.requirements else Status.MISSING), where
+        return Status.MISSING, "no [sources.*] has this repository"
 
     def _uninstall(self, stated: Stated) -> tuple[Status, str]:
         for name, source in self.pins.sources.items():

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
+from urllib.parse import unquote
 
 import tomli
 from packaging.requirements import InvalidRequirement, Requirement
@@ -32,7 +33,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from rocmgraph import dockerfile_audit, dockerfile_syntax, pipargs
 from rocmgraph.dockerfile_audit import Kind, Reading
-from rocmgraph.errors import LockError
+from rocmgraph.errors import CompareError, shown
 from rocmgraph.expand import expand
 from rocmgraph.layout import DOCKER, ROOT
 from rocmgraph.patches import read_patch
@@ -95,43 +96,97 @@ class Comparison:
     recipe: str
     rows: tuple[Row, ...]
     stale: tuple[str, ...]  # explanations that match no difference any more
+    differences: str  # the file the explanations come from
 
     @property
     def unexplained(self) -> list[Row]:
         return [row for row in self.rows if row.status in (Status.DIFFERS, Status.MISSING)]
 
 
-def compare(text: str, recipe: str, run: Run) -> Comparison:
-    """``text`` (an upstream Dockerfile named ``recipe``) beside the graph of ``run``."""
+def compare(text: str, recipe: str, run: Run, differences: Path = DIFFERENCES) -> Comparison:
+    """``text`` (an upstream Dockerfile named ``recipe``) beside the graph of ``run``; the
+    differences made on purpose are read from ``differences``."""
     reading = dockerfile_audit.read(text, recipe, record=True)
     graph = _Graph(run)
-    stated = list(_facts(reading))
-    explained = explanations(Path(recipe).name)
+    explained = explanations(Path(recipe).name, differences)
     rows = []
     used: set[tuple[str, str]] = set()
-    for item in stated:
+    for item in _facts(reading):
         status, where = graph.judge(item)
         why = explained.get((item.fact, item.key), "")
         if status in (Status.DIFFERS, Status.MISSING) and why:
             used.add((item.fact, item.key))
-            status = Status.EXPLAINED
-        rows.append(Row(item, status, where, why if status is Status.EXPLAINED else ""))
+            rows.append(Row(item, Status.EXPLAINED, where, why))
+        else:
+            rows.append(Row(item, status, where))
     stale = tuple(f"{fact} {key}" for (fact, key) in sorted(explained) if (fact, key) not in used)
-    return Comparison(recipe, tuple(rows), stale)
+    return Comparison(recipe, tuple(rows), stale, _relative(differences))
 
 
-def explanations(recipe: str) -> dict[tuple[str, str], str]:
-    """The differences the project makes on purpose from ``recipe``: (fact, key) -> why."""
-    table = tomli.loads(DIFFERENCES.read_text(encoding="utf-8"))
-    found = {}
-    for entry in table.get("difference", []):
-        if entry["recipe"] != recipe:
-            continue
-        facts = entry["fact"] if isinstance(entry["fact"], list) else [entry["fact"]]
+@dataclass(frozen=True)
+class Difference:
+    """One entry of docker/differences.toml."""
+
+    recipe: str  # the upstream recipe's file name
+    facts: tuple[tuple[Fact, str], ...]  # (kind, key) as `doit compare` names them
+    why: str
+
+
+def read_differences(path: Path = DIFFERENCES) -> tuple[Difference, ...]:
+    """Every entry of ``path``; CompareError naming the entry and the fix when one is wrong."""
+    name = _relative(path)
+    try:
+        table = tomli.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return ()
+    except (tomli.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CompareError(f"{name}: not TOML ({exc}); fix the file") from None
+    entries = table.get("difference", [])
+    if not isinstance(entries, list) or set(table) - {"difference"}:
+        raise CompareError(f"{name}: holds only [[difference]] tables; move the rest out")
+    found = []
+    for number, entry in enumerate(entries, 1):
+        where = f"{name}: difference {number}"
+        if not isinstance(entry, dict) or set(entry) != {"recipe", "fact", "why"}:
+            keys = sorted(entry) if isinstance(entry, dict) else []
+            raise CompareError(f"{where} has keys {keys}; give exactly recipe, fact and why")
+        recipe, facts, why = entry["recipe"], entry["fact"], entry["why"]
+        facts = [facts] if isinstance(facts, str) else facts
+        if not isinstance(recipe, str) or not recipe or "/" in recipe:
+            raise CompareError(
+                f"{where}: recipe = {shown(recipe)}; give the recipe's file name, such as "
+                f'"Dockerfile.rocm"'
+            )
+        if not isinstance(why, str) or not why.strip():
+            raise CompareError(f"{where}: why is empty; say why the graph differs")
+        if not isinstance(facts, list) or not facts:
+            raise CompareError(f"{where}: fact must be a string or a list of strings")
+        parsed = []
         for named in facts:
-            fact, _, key = named.partition(" ")
-            found[(fact, key)] = entry["why"]
-    return found
+            kind, _, key = named.partition(" ") if isinstance(named, str) else ("", "", "")
+            if kind not in set(Fact) or not key:
+                raise CompareError(
+                    f"{where}: fact {shown(named)} is not <kind> <key> with a kind of "
+                    f"{', '.join(Fact)}; copy it from `doit compare`'s output"
+                )
+            parsed.append((Fact(kind), key))
+        found.append(Difference(recipe, tuple(parsed), " ".join(why.split())))
+    return tuple(found)
+
+
+def explanations(recipe: str, path: Path = DIFFERENCES) -> dict[tuple[str, str], str]:
+    """The differences the project makes on purpose from ``recipe``: (fact, key) -> why."""
+    return {
+        fact: difference.why
+        for difference in read_differences(path)
+        if difference.recipe == recipe
+        for fact in difference.facts
+    }
+
+
+def _relative(path: Path) -> str:
+    """``path`` relative to the repository when it is in it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 # ---------------------------------------------------------------- the recipe's facts
@@ -173,13 +228,13 @@ def _requirement(value: str, line: int) -> Stated:
     if value.startswith("git+"):  # a source installed straight from its repository
         url, ref = _split_ref(value.removeprefix("git+").split("#", 1)[0])
         return Stated(Fact.SOURCE, repo_name(url), ref, line)
-    name = posixpath.basename(value.split("#", 1)[0])
+    name = unquote(posixpath.basename(value.split("#", 1)[0]))  # repo.radeon.com writes + as %2B
     if "://" in value and name.endswith(".whl"):
         try:
             dist = parse_wheel_filename(name)[0]
         except InvalidWheelFilename:
             dist = canonicalize_name(name)
-        return Stated(Fact.WHEEL, str(dist), name.replace("%2B", "+"), line)
+        return Stated(Fact.WHEEL, str(dist), name, line)
     try:
         parsed = Requirement(value)
     except InvalidRequirement:
@@ -251,15 +306,15 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
     if args and args[:1] == ["uninstall"]:
         for package in (a for a in args[1:] if not a.startswith("-")):
             yield Stated(Fact.UNINSTALL, str(canonicalize_name(package)), "", ran.line)
-    elif args and args[:1] == ["install"]:
-        editable = "-e" in args or "--editable" in args
+    elif args and (install := pipargs.install_arguments(args)) is not None:
         for option, value in itertools.pairwise(args):
             if option in ("-r", "--requirement"):
                 place = _in_tree(value, ran.cwd, clones)
                 yield Stated(Fact.REQUIREMENTS, place, "pip install -r", ran.line)
-        operands = pipargs.install_arguments(args)
-        for arg in (args[at] for at in (operands[0] if operands else [])):
-            if pipargs.judge(arg).verdict is not pipargs.Verdict.LOCAL:
+        for at in install.requirements:
+            editable = at in install.editable
+            arg = pipargs.requirement_of(args[at], editable)
+            if pipargs.judge(arg, editable=editable).verdict is not pipargs.Verdict.LOCAL:
                 continue
             place = _in_tree(arg, ran.cwd, clones)
             if ":" in place and not place.startswith("site:"):
@@ -575,9 +630,9 @@ def verdict(comparison: Comparison) -> None:
             parts.append(f"{len(unexplained)} differences are not explained")
         if comparison.stale:
             parts.append(f"{len(comparison.stale)} explanations match nothing any more")
-        raise LockError(
+        raise CompareError(
             f"compare {comparison.recipe}: {' and '.join(parts)}; follow the recipe, or say "
-            f"why not in {DIFFERENCES.relative_to(ROOT)}"
+            f"why not in {comparison.differences}"
         )
 
 
@@ -589,7 +644,7 @@ def as_text(comparison: Comparison) -> str:
         value = f" {stated.value}" if stated.value else ""
         tail = f" ({row.why})" if row.why else ""
         lines.append(f"{where}: {stated.fact} {stated.key}{value}: {row.status}: {row.graph}{tail}")
-    lines += [f"{DIFFERENCES.relative_to(ROOT)}: stale: {item}" for item in comparison.stale]
+    lines += [f"{comparison.differences}: stale: {item}" for item in comparison.stale]
     counts = {status: sum(row.status is status for row in comparison.rows) for status in Status}
     lines.append(f"{comparison.recipe}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     return "\n".join(lines)

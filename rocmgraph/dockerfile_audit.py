@@ -663,7 +663,7 @@ class _Walker:
         parsed = pipargs.install_arguments(values)
         if parsed is None:
             return
-        indexes, hashes = parsed
+        indexes, hashes = parsed.requirements, parsed.hashes
         at = 0
         while at < len(indexes):
             value, word = args[indexes[at]]
@@ -673,10 +673,11 @@ class _Walker:
                 value = Expanded(f"{value.value} @ {url.value}", value.used | url.used,
                                  value.unset | url.unset, value.dynamic or url.dynamic)  # fmt: skip
                 at += 2
+            editable = indexes[at] in parsed.editable
             at += 1
             line = script.text.line_at(word.offset)
             unknown = self._unknown(value, None, script)
-            requirement = value.value
+            shown = requirement = pipargs.requirement_of(value.value, editable)
             if _local_substitution(self._commands_in(script, value, word.text)):
                 continue  # `$(realpath dist/*.whl)[extras]`: a file of the build, named later
             if unknown and _only_in_extras(requirement):
@@ -686,11 +687,11 @@ class _Walker:
                 self._add_finding(Finding(Kind.PIP, line, value.value, (), tuple(unknown)),
                                   self._vars(value))  # fmt: skip
                 continue
-            judged = pipargs.judge(requirement, hashes)
-            if judged.verdict is pipargs.Verdict.LOCAL or not value.value:
+            judged = pipargs.judge(requirement, hashes, editable)
+            if judged.verdict is pipargs.Verdict.LOCAL or not requirement:
                 continue
             problems = (judged.problem,) if judged.problem else ()
-            self._add_finding(Finding(Kind.PIP, line, value.value, problems), self._vars(value))
+            self._add_finding(Finding(Kind.PIP, line, shown, problems), self._vars(value))
 
     def _downloads(self, script: _Script, words: list[tuple[Expanded, shell.Word]]) -> None:
         """curl, wget, aria2c: each argument that is not an option's value is a URL to fetch

@@ -1,4 +1,5 @@
-"""Docs generated from the pins: the README's key versions and release line, and
+"""Docs generated from the pins: the README's key versions and release line, its table of
+the differences from verl's recipes made on purpose (docker/differences.toml), and
 docker/Dockerfile.rocm, the graph as one file for people who only run `docker build`.
 
 `doit render` writes them; a test fails when the committed ones are stale.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocmgraph import monolith
+from rocmgraph import compare, monolith
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.layout import ROOT
 from rocmgraph.pins import Pins
@@ -16,6 +17,8 @@ from rocmgraph.run import Run
 
 BEGIN = "<!-- key versions: written by `doit render` from pins.toml -->"
 END = "<!-- end of key versions -->"
+DIFFERENCES_BEGIN = "<!-- differences: written by `doit render` from docker/differences.toml -->"
+DIFFERENCES_END = "<!-- end of differences -->"
 PINS = ROOT / "pins.toml"  # what the docs are made from
 README = ROOT / "README.md"
 DOCKERFILE = ROOT / "docker" / "Dockerfile.rocm"
@@ -89,14 +92,41 @@ def key_versions(pins: Pins) -> str:
     return "\n".join(lines)
 
 
+def differences_table() -> str:
+    """The README's table of the differences from upstream recipes made on purpose."""
+    rows = [
+        f"| {d.recipe} | {'<br>'.join(f'`{kind} {key}`' for kind, key in d.facts)} | "
+        f"{d.why.replace('|', '&#124;').replace('<', '&lt;')} |"
+        for d in compare.read_differences()
+    ]
+    return "\n".join(
+        [
+            DIFFERENCES_BEGIN,
+            "",
+            "| verl's recipe | facts (as `doit compare` names them) | why |",
+            "| --- | --- | --- |",
+            *rows,
+            "",
+            DIFFERENCES_END,
+        ]
+    )
+
+
 def readme(current: str, pins: Pins) -> str:
-    """``current`` with its key-versions block rewritten (added after the title if absent)."""
+    """``current`` with its generated blocks rewritten: key versions (added after the title
+    if absent) and differences (added at the end if absent)."""
     block = key_versions(pins)
     if BEGIN in current and END in current:
         head, rest = current.split(BEGIN, 1)
-        return head + block + rest.split(END, 1)[1]
-    title, _, body = current.partition("\n## ")
-    return f"{title}\n## Key versions\n\n{block}\n\n## {body}"
+        current = head + block + rest.split(END, 1)[1]
+    else:
+        title, _, body = current.partition("\n## ")
+        current = f"{title}\n## Key versions\n\n{block}\n\n## {body}"
+    table = differences_table()
+    if DIFFERENCES_BEGIN in current and DIFFERENCES_END in current:
+        head, rest = current.split(DIFFERENCES_BEGIN, 1)
+        return head + table + rest.split(DIFFERENCES_END, 1)[1]
+    return f"{current.rstrip()}\n\n## Differences from verl's recipes, on purpose\n\n{table}\n"
 
 
 def write(run: Run, *, check: bool = False) -> list[Path]:

@@ -106,6 +106,11 @@ class LockError(GraphToolError):
     """The pins are not locked where they must be, or a value cannot be resolved."""
 
 
+class CompareError(GraphToolError):
+    """An upstream recipe and the graph differ where docker/differences.toml says nothing
+    (or says something that no longer holds), or that file cannot be read."""
+
+
 class Unchecked(GraphToolError):
     """Something could not be checked (an upstream out of reach): exit code 2, not 1."""
 

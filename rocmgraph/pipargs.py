@@ -64,18 +64,25 @@ class Judged:
     problem: str = ""
 
 
-def install_arguments(args: list[str]) -> tuple[list[int], bool] | None:
-    """For ``pip ...`` arguments (the words after pip): the indexes of the words that are
-    requirements, and whether ``--require-hashes`` is given; None unless it installs.
+@dataclass(frozen=True)
+class Install:
+    """The words of a ``pip install`` that matter to what it installs."""
 
-    ``-e <req>`` (editable) is a requirement too; ``-r``/``-c`` files are not.
-    """
+    requirements: tuple[int, ...]  # the indexes of the words that are requirements
+    hashes: bool  # --require-hashes
+    editable: frozenset[int]  # those of the requirements given with -e
+
+
+def install_arguments(args: list[str]) -> Install | None:
+    """For ``pip ...`` arguments (the words after pip): its requirements; None unless it
+    installs. ``-e <req>`` (editable) is a requirement too; ``-r``/``-c`` files are not."""
     at = 0
     while at < len(args) and args[at].startswith("-"):  # global options before the command
         at += 2 if args[at] in _GLOBAL_TAKES_VALUE else 1
     if at >= len(args) or args[at] != "install":
         return None
     found: list[int] = []
+    editable: set[int] = set()
     hashes = False
     at += 1
     while at < len(args):
@@ -85,10 +92,12 @@ def install_arguments(args: list[str]) -> tuple[list[int], bool] | None:
             break
         if word in ("-e", "--editable") and at + 1 < len(args):
             found.append(at + 1)
+            editable.add(at + 1)
             at += 2
             continue
-        if word.startswith("--editable="):
-            found.append(at)
+        if word.startswith("--editable=") or (word.startswith("-e") and len(word) > 2):
+            found.append(at)  # -e<path>, --editable=<path>
+            editable.add(at)
         elif word == "--require-hashes":
             hashes = True
         elif word in _TAKES_VALUE:
@@ -96,13 +105,20 @@ def install_arguments(args: list[str]) -> tuple[list[int], bool] | None:
         elif not word.startswith("-"):
             found.append(at)
         at += 1
-    return found, hashes
+    return Install(tuple(found), hashes, frozenset(editable))
 
 
-def judge(requirement: str, hashes: bool = False) -> Judged:
-    """Whether one requirement names fixed content (``--require-hashes``: hashes given)."""
-    requirement = requirement.removeprefix("--editable=")
-    if _is_local(requirement):
+def requirement_of(word: str, editable: bool) -> str:
+    """The requirement a word gives: ``--editable=./x`` and ``-e./x`` give ``./x``."""
+    if editable and word.startswith("-"):
+        return word.removeprefix("--editable=") if word.startswith("--") else word[2:]
+    return word
+
+
+def judge(requirement: str, hashes: bool = False, editable: bool = False) -> Judged:
+    """Whether one requirement names fixed content (``--require-hashes``: hashes given). An
+    editable one is a project folder unless it is a VCS URL: pip takes nothing else."""
+    if _is_local(requirement) or (editable and "://" not in requirement):
         return Judged(Verdict.LOCAL)
     simple = _SIMPLE.fullmatch(requirement)
     if simple:  # the common forms, without the cost of a full parse

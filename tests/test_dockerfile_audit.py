@@ -117,11 +117,15 @@ def test_editable_git_installs_are_requirements_and_local_paths_are_not() -> Non
     text = (
         "FROM scratch\n"
         "RUN pip install -e git+https://github.com/x/y@v2#egg=y -e . ./python /w/*.whl "
-        "dist/x-1.0.whl file:///tmp/y\n"
+        "dist/x-1.0.whl file:///tmp/y -e python --editable=sgl-kernel -epkg "
+        "--editable=git+https://github.com/x/z@v3\n"
     )
+    # after -e, pip takes a folder or a VCS URL: `-e python` is sglang's python/ folder
     assert found(text) == [
         ("pip", 2, "git+https://github.com/x/y@v2#egg=y",
          ("git+ URL pinned to v2, not a full commit",)),
+        ("pip", 2, "git+https://github.com/x/z@v3",
+         ("git+ URL pinned to v3, not a full commit",)),
     ]  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmgraph.pipargs import Judged, Verdict, install_arguments, judge
+from rocmgraph.pipargs import Judged, Verdict, install_arguments, judge, requirement_of
 
 UNHASHED = "installs a URL whose content no hash checks"
 
@@ -13,9 +13,36 @@ def test_only_requirements_are_requirements() -> None:
     args = ["--no-cache-dir", "install", "--trusted-host", "h", "--timeout", "60", "-r", "r.txt",
             "-c", "c.txt", "-U", "x", "-e", "git+https://h/r", "--no-binary", ":all:", "y==1",
             "--", "--z"]  # fmt: skip
-    requirements, hashes = install_arguments(args) or ([], True)
-    assert [args[i] for i in requirements] == ["x", "git+https://h/r", "y==1", "--z"]
-    assert hashes is False
+    install = install_arguments(args)
+    assert install is not None
+    assert [args[i] for i in install.requirements] == ["x", "git+https://h/r", "y==1", "--z"]
+    assert [args[i] for i in sorted(install.editable)] == ["git+https://h/r"]
+    assert install.hashes is False
+
+
+@pytest.mark.parametrize(
+    ("args", "requirement"),
+    [
+        (["install", "-e", "python"], "python"),
+        (["install", "--editable", "python[all]"], "python[all]"),
+        (["install", "--editable=python"], "python"),
+        (["install", "-epython"], "python"),
+    ],
+)
+def test_an_editable_is_a_project_folder(args: list[str], requirement: str) -> None:
+    """pip takes a folder or a VCS URL after -e: a bare word is a folder, not a package."""
+    install = install_arguments(args)
+    assert install is not None
+    assert install.editable == set(install.requirements)
+    (at,) = install.requirements
+    assert requirement_of(args[at], editable=True) == requirement
+    assert judge(requirement, editable=True) == Judged(Verdict.LOCAL)
+    assert judge(requirement) != Judged(Verdict.LOCAL)
+
+
+def test_an_editable_vcs_url_is_judged_as_a_url() -> None:
+    assert judge("git+https://h/r@" + "0" * 40, editable=True) == Judged(Verdict.PINNED)
+    assert judge("git+https://h/r", editable=True).verdict is Verdict.UNPINNED
 
 
 @pytest.mark.parametrize("args", [["download", "x"], ["uninstall", "x"], ["--version"], []])

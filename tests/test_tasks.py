@@ -19,7 +19,18 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
     result = run_doit("list")
     assert result.returncode == 0, result.stderr
     docs = dict(line.split(None, 1) for line in result.stdout.splitlines())
-    expected = {"plan", "lock", "patches", "demo", "render", "audit", "compare", "build", "dockerfile", "bump"}
+    expected = {
+        "plan",
+        "lock",
+        "patches",
+        "demo",
+        "render",
+        "audit",
+        "compare",
+        "build",
+        "dockerfile",
+        "bump",
+    }
     expected |= {"build:image", "bump:base", "bump:all"}
     for stage in stages.graph():
         expected |= {f"build:{stage.name}", f"dockerfile:{stage.name}"}

@@ -1,0 +1,287 @@
+"""`doit compare`: an upstream recipe beside the graph, fact by fact, every difference explained.
+
+verl's own recipes are not ours to ship: tests/fixtures/verl/ holds stand-ins written from the
+same facts (design.md section 4), under the same file names, so docker/differences.toml's
+explanations apply to them as to verl's files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_doit
+
+import stages
+from rocmgraph import compare, docs
+from rocmgraph.compare import Fact, Status
+from rocmgraph.errors import CompareError
+from rocmgraph.run import Options, Run
+
+FIXTURES = ROOT / "tests" / "fixtures" / "verl"
+
+
+def run_of(pins: str = "pins.toml") -> Run:
+    return Run(Options(pins=str(ROOT / pins)), stages.graph())
+
+
+@pytest.fixture(scope="module")
+def real() -> Run:
+    return run_of()
+
+
+def rows(text: str, run: Run, differences: Path) -> list[tuple[str, str, str, str]]:
+    """(fact, key, value, status) of each row, for a recipe named Dockerfile.test."""
+    comparison = compare.compare(text, "Dockerfile.test", run, differences)
+    return [(r.stated.fact, r.stated.key, r.stated.value, r.status) for r in comparison.rows]
+
+
+@pytest.fixture
+def nothing_explained(tmp_path: Path) -> Path:
+    path = tmp_path / "differences.toml"
+    path.write_text("")
+    return path
+
+
+# ---------------------------------------------------------------- verl's recipes, end to end
+
+
+@pytest.mark.parametrize(
+    ("recipe", "pins", "summary"),
+    [
+        ("Dockerfile.rocm", "pins.toml", "59 same, 0 differs, 0 missing, 2 explained"),
+        ("Dockerfile.rocm702", "pins-rocm702.toml", "64 same, 0 differs, 0 missing, 11 explained"),
+    ],
+)
+def test_verls_recipes_are_followed_or_the_difference_is_explained(
+    recipe: str, pins: str, summary: str
+) -> None:
+    done = run_doit("compare", f"dockerfile=tests/fixtures/verl/{recipe}", f"pins={pins}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == f"tests/fixtures/verl/{recipe}: {summary}"
+    assert not [line for line in lines if ": differs: " in line or ": missing: " in line]
+
+
+def test_a_moved_pin_and_a_new_sed_fail_with_what_to_follow(tmp_path: Path) -> None:
+    recipe = tmp_path / "Dockerfile.rocm"
+    text = (FIXTURES / "Dockerfile.rocm").read_text()
+    text = text.replace("18d87a87dc39c1a50f452b218fdcc3aeec48d18e", "0" * 40)
+    text = text.replace("pip install -r requirements/rocm.txt", "sed -i s/a/b/ setup.py && "
+                        "pip install -r requirements/rocm.txt")  # fmt: skip
+    recipe.write_text(text)
+    done = run_doit("compare", f"dockerfile={recipe}")
+    assert done.returncode == 1
+    assert (
+        f"{recipe}:19: source vllm-project/vllm {'0' * 40}: differs: [sources.vllm] commit "
+        "18d87a87dc39c1a50f452b218fdcc3aeec48d18e, tag -"
+    ) in done.stdout.splitlines()
+    assert (
+        f"{recipe}:26: patch vllm-project/vllm:setup.py sed -i: missing: no patch touches it"
+    ) in done.stdout.splitlines()
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: compare {recipe}: 2 differences are not explained; follow the recipe, "
+        "or say why not in docker/differences.toml"
+    )
+
+
+def test_an_explanation_nothing_needs_any_more_fails(tmp_path: Path) -> None:
+    recipe = tmp_path / "Dockerfile.rocm"
+    text = (FIXTURES / "Dockerfile.rocm").read_text()
+    editable = "pip install --no-build-isolation --no-deps -e python"
+    recipe.write_text(text.replace(editable, editable.replace("-e python", "./python")))
+    done = run_doit("compare", f"dockerfile={recipe}")
+    assert done.returncode == 1
+    assert "docker/differences.toml: stale: build sgl-project/sglang" in done.stdout.splitlines()
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: compare {recipe}: 1 explanations match nothing any more; follow the recipe, "
+        "or say why not in docker/differences.toml"
+    )
+
+
+def test_json_has_every_row_and_the_stale_list() -> None:
+    done = run_doit("compare", "dockerfile=tests/fixtures/verl/Dockerfile.rocm", "format=json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["stale"] == []
+    assert len(document["rows"]) == 61
+    first = document["rows"][0]
+    assert first == {
+        "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 4,
+        "status": "same", "graph": "[base].image = docker.io/rocm/primus:v26.4", "why": "",
+    }  # fmt: skip
+
+
+def test_compare_needs_a_recipe() -> None:
+    done = run_doit("compare")
+    assert done.returncode == 3
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: compare needs dockerfile=<path>: an upstream recipe to set beside the graph"
+    )
+
+
+# ---------------------------------------------------------------- one kind of fact at a time
+
+
+def test_packages_a_pin_inside_the_recipes_range_follows_it(
+    real: Run, nothing_explained: Path
+) -> None:
+    text = (
+        "FROM rocm/primus:v26.4\n"
+        'RUN pip install "setuptools-scm>=8" setuptools-scm==9.0 xgrammar==0.1.32 nosuch\n'
+        "RUN pip install /opt/rocm/share/amd_smi\n"
+    )
+    assert rows(text, real, nothing_explained)[1:] == [
+        ("pip", "setuptools-scm", ">=8", Status.SAME),
+        ("pip", "setuptools-scm", "==9.0", Status.DIFFERS),
+        ("pip", "xgrammar", "==0.1.32", Status.SAME),
+        ("pip", "nosuch", "", Status.MISSING),
+        ("pip", "/opt/rocm/share/amd_smi", "", Status.MISSING),
+        ("workdir", "WORKDIR", "/", Status.DIFFERS),
+    ]
+
+
+def test_wheels_by_url_are_compared_by_file_name() -> None:
+    run = run_of("pins-rocm702.toml")
+    base = "https://repo.radeon.com/rocm/manylinux/rocm-rel-7.0.2/"
+    text = (
+        "FROM ubuntu:22.04\n"
+        f"RUN pip install {base}triton-3.5.1%2Brocm7.0.2.gita272dfa8-cp312-cp312-linux_x86_64.whl"
+        f" {base}triton-3.5.0%2Brocm7.0.2.gitffffffff-cp312-cp312-linux_x86_64.whl\n"
+    )
+    comparison = compare.compare(text, "Dockerfile.test", run, ROOT / "no-such.toml")
+    assert [(r.stated.key, r.stated.value, r.status) for r in comparison.rows[1:]] == [
+        ("triton", "triton-3.5.1+rocm7.0.2.gita272dfa8-cp312-cp312-linux_x86_64.whl", Status.SAME),
+        ("triton", "triton-3.5.0+rocm7.0.2.gitffffffff-cp312-cp312-linux_x86_64.whl",
+         Status.DIFFERS),
+        ("WORKDIR", "/", Status.DIFFERS),
+    ]  # fmt: skip
+
+
+def test_sources_builds_patches_and_requirements_are_read_in_their_clone(
+    real: Run, nothing_explained: Path
+) -> None:
+    text = (
+        "FROM rocm/primus:v26.4\n"
+        "WORKDIR /src\n"
+        "RUN git clone https://github.com/vllm-project/vllm.git v && cd v && "
+        "git checkout 18d87a87d\n"
+        "RUN cd v && pip install -r requirements/rocm.txt -r requirements/cuda.txt && "
+        "sed -i s/a/b/ csrc/cumem_allocator.cpp && pip install -e . && pip uninstall -y tilelang\n"
+        "RUN pip install git+https://github.com/verl-project/verl@v0.1\n"
+        "RUN git clone https://example.org/x /x\n"
+    )
+    assert rows(text, real, nothing_explained)[1:] == [
+        ("source", "verl-project/verl", "v0.1", Status.DIFFERS),  # pip's git+ installs first
+        ("source", "vllm-project/vllm", "18d87a87d", Status.SAME),
+        ("source", "https://example.org/x", "", Status.MISSING),
+        ("requirements", "vllm-project/vllm:requirements/rocm.txt", "pip install -r", Status.SAME),
+        ("requirements", "vllm-project/vllm:requirements/cuda.txt", "pip install -r",
+         Status.MISSING),
+        ("patch", "vllm-project/vllm:csrc/cumem_allocator.cpp", "sed -i", Status.SAME),
+        ("build", "vllm-project/vllm", "pip install -e", Status.DIFFERS),
+        ("uninstall", "tilelang", "", Status.SAME),
+        ("workdir", "WORKDIR", "/src", Status.DIFFERS),
+    ]  # fmt: skip
+
+
+def test_the_environment_is_the_final_images(real: Run, nothing_explained: Path) -> None:
+    text = (
+        "FROM rocm/primus:v26.4\n"
+        "ARG GPU_ARCH=gfx942;gfx950\n"
+        "ENV PYTORCH_ROCM_ARCH=${GPU_ARCH} NCCL_DEBUG=INFO CCACHE_DIR=/root/.cache/ccache\n"
+        "ENV NCCL_DEBUG=ERROR\n"
+    )
+    assert rows(text, real, nothing_explained)[1:4] == [
+        ("env", "PYTORCH_ROCM_ARCH", "gfx942;gfx950", Status.SAME),
+        ("env", "CCACHE_DIR", "/root/.cache/ccache", Status.MISSING),  # build-only: dropped
+        ("env", "NCCL_DEBUG", "ERROR", Status.SAME),  # the last value counts
+    ]
+
+
+def test_os_packages_links_cleanup_and_pruning() -> None:
+    run = run_of("pins-rocm702.toml")
+    text = (
+        "FROM ubuntu:22.04\n"
+        "RUN apt-get install -y --no-install-recommends vim emacs && "
+        'echo "deb [arch=amd64] https://repo.radeon.com/rocm/apt/7.0.2/ jammy main" > /x.list\n'
+        "RUN ln -sf /opt/rocm/lib/libamdhip64.so /usr/lib/libamdhip64.so && "
+        "ln -s /elsewhere /usr/bin/python3-config\n"
+        "RUN rm -rf /var/lib/apt/lists/* /root/.cache && "
+        "find /opt/rocm/lib/rocblas/library /usr/lib -name '*gfx*' -delete\n"
+        'CMD ["/bin/sh"]\n'
+    )
+    comparison = compare.compare(text, "Dockerfile.test", run, ROOT / "no-such.toml")
+    assert [(r.stated.fact, r.stated.key, r.status) for r in comparison.rows[1:]] == [
+        (Fact.APT, "vim", Status.SAME),
+        (Fact.APT, "emacs", Status.MISSING),
+        (Fact.APT_REPO, "https://repo.radeon.com/rocm/apt/7.0.2", Status.SAME),
+        (Fact.LINK, "/usr/lib/libamdhip64.so", Status.SAME),
+        (Fact.LINK, "/usr/bin/python3-config", Status.DIFFERS),
+        (Fact.CLEANUP, "/var/lib/apt/lists/*", Status.SAME),
+        (Fact.CLEANUP, "/root/.cache", Status.MISSING),
+        (Fact.PRUNE, "/opt/rocm/lib/rocblas/library", Status.SAME),
+        (Fact.PRUNE, "/usr/lib", Status.MISSING),
+        (Fact.CMD, "CMD", Status.DIFFERS),
+        (Fact.WORKDIR, "WORKDIR", Status.DIFFERS),
+    ]
+
+
+def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: Path) -> None:
+    path = tmp_path / "differences.toml"
+    path.write_text(
+        '[[difference]]\nrecipe = "Dockerfile.test"\nfact = ["apt emacs", "apt vim"]\n'
+        'why = """Editors are\\n   a matter of taste."""\n'
+    )
+    text = "FROM rocm/primus:v26.4\nWORKDIR /workspace\nRUN apt-get install emacs\n"
+    comparison = compare.compare(text, "Dockerfile.test", real, path)
+    emacs = comparison.rows[1]
+    assert (emacs.status, emacs.why) == (Status.EXPLAINED, "Editors are a matter of taste.")
+    assert comparison.stale == ("apt vim",)  # vim is in [base].apt: nothing to explain
+    with pytest.raises(CompareError) as raised:
+        compare.verdict(comparison)
+    assert str(raised.value) == (
+        f"compare Dockerfile.test: 1 explanations match nothing any more; follow the recipe, "
+        f"or say why not in {path}"
+    )
+
+
+# ---------------------------------------------------------------- docker/differences.toml
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[difference]\n", "not TOML (Expected ']]' at the end of an array declaration "
+                             "(at line 1, column 13)); fix the file"),
+        ('x = 1\n', "holds only [[difference]] tables; move the rest out"),
+        ('[[difference]]\nrecipe = "D"\nfact = "apt x"\n',
+         "difference 1 has keys ['fact', 'recipe']; give exactly recipe, fact and why"),
+        ('[[difference]]\nrecipe = "a/D"\nfact = "apt x"\nwhy = "w"\n',
+         "difference 1: recipe = 'a/D'; give the recipe's file name, such as \"Dockerfile.rocm\""),
+        ('[[difference]]\nrecipe = "D"\nfact = "apt x"\nwhy = " "\n',
+         "difference 1: why is empty; say why the graph differs"),
+        ('[[difference]]\nrecipe = "D"\nfact = []\nwhy = "w"\n',
+         "difference 1: fact must be a string or a list of strings"),
+        ('[[difference]]\nrecipe = "D"\nfact = "deb x"\nwhy = "w"\n',
+         "difference 1: fact 'deb x' is not <kind> <key> with a kind of base, source, pip, "
+         "wheel, apt, apt-repo, env, build, requirements, patch, link, cleanup, prune, "
+         "uninstall, cmd, workdir; copy it from `doit compare`'s output"),
+    ],
+)  # fmt: skip
+def test_a_wrong_entry_is_named_with_the_fix(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "differences.toml"
+    path.write_text(text)
+    with pytest.raises(CompareError) as raised:
+        compare.read_differences(path)
+    assert str(raised.value).startswith(f"{path}: {message}")
+
+
+def test_the_readme_lists_every_difference_made_on_purpose() -> None:
+    readme = docs.README.read_text()
+    table = docs.differences_table()
+    assert table in readme, "stale: run `doit render` and commit"
+    for difference in compare.read_differences():
+        for fact, key in difference.facts:
+            assert f"`{fact} {key}`" in table

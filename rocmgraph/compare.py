@@ -132,18 +132,47 @@ class Difference:
     why: str
 
 
-def read_differences(path: Path = DIFFERENCES) -> tuple[Difference, ...]:
-    """Every entry of ``path``; CompareError naming the entry and the fix when one is wrong."""
+@dataclass(frozen=True)
+class Choice:
+    """A way the graph works differently from every recipe, in a fact compare counts as the
+    same (a patch as a diff where the recipe runs sed): the README's table lists it."""
+
+    what: str
+    why: str
+
+
+def _table(path: Path) -> dict[str, list[dict[str, object]]]:
     name = _relative(path)
     try:
         table = tomli.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return ()
+        return {}
     except (tomli.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise CompareError(f"{name}: not TOML ({exc}); fix the file") from None
-    entries = table.get("difference", [])
-    if not isinstance(entries, list) or set(table) - {"difference"}:
-        raise CompareError(f"{name}: holds only [[difference]] tables; move the rest out")
+    kinds = {"difference", "choice"}
+    if set(table) - kinds or not all(isinstance(table[k], list) for k in table):
+        raise CompareError(
+            f"{name}: holds only [[difference]] and [[choice]] tables; move the rest out"
+        )
+    return table
+
+
+def read_choices(path: Path = DIFFERENCES) -> tuple[Choice, ...]:
+    found = []
+    for number, entry in enumerate(_table(path).get("choice", []), 1):
+        what, why = entry.get("what"), entry.get("why")
+        if set(entry) != {"what", "why"} or not isinstance(what, str) or not isinstance(why, str):
+            raise CompareError(
+                f"{_relative(path)}: choice {number}: give exactly what and why, as strings"
+            )
+        found.append(Choice(" ".join(what.split()), " ".join(why.split())))
+    return tuple(found)
+
+
+def read_differences(path: Path = DIFFERENCES) -> tuple[Difference, ...]:
+    """Every entry of ``path``; CompareError naming the entry and the fix when one is wrong."""
+    name = _relative(path)
+    entries = _table(path).get("difference", [])
     found = []
     for number, entry in enumerate(entries, 1):
         where = f"{name}: difference {number}"

@@ -92,13 +92,19 @@ def key_versions(pins: Pins) -> str:
     return "\n".join(lines)
 
 
+def _cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table."""
+    return text.replace("|", "&#124;").replace("<", "&lt;")
+
+
 def differences_table() -> str:
     """The README's table of the differences from upstream recipes made on purpose."""
     rows = [
         f"| {d.recipe} | {'<br>'.join(f'`{kind} {key}`' for kind, key in d.facts)} | "
-        f"{d.why.replace('|', '&#124;').replace('<', '&lt;')} |"
+        f"{_cell(d.why)} |"
         for d in compare.read_differences()
     ]
+    rows += [f"| both | {_cell(c.what)} | {_cell(c.why)} |" for c in compare.read_choices()]
     return "\n".join(
         [
             DIFFERENCES_BEGIN,

@@ -255,7 +255,8 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
     [
         ("[[difference]\n", "not TOML (Expected ']]' at the end of an array declaration "
                              "(at line 1, column 13)); fix the file"),
-        ('x = 1\n', "holds only [[difference]] tables; move the rest out"),
+        ('x = 1\n', "holds only [[difference]] and [[choice]] tables; move the rest out"),
+        ('[[choice]]\nwhat = "w"\n', "choice 1: give exactly what and why, as strings"),
         ('[[difference]]\nrecipe = "D"\nfact = "apt x"\n',
          "difference 1 has keys ['fact', 'recipe']; give exactly recipe, fact and why"),
         ('[[difference]]\nrecipe = "a/D"\nfact = "apt x"\nwhy = "w"\n',
@@ -273,8 +274,9 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
 def test_a_wrong_entry_is_named_with_the_fix(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "differences.toml"
     path.write_text(text)
+    read = compare.read_choices if text.startswith("[[choice]]") else compare.read_differences
     with pytest.raises(CompareError) as raised:
-        compare.read_differences(path)
+        read(path)
     assert str(raised.value).startswith(f"{path}: {message}")
 
 
@@ -285,3 +287,6 @@ def test_the_readme_lists_every_difference_made_on_purpose() -> None:
     for difference in compare.read_differences():
         for fact, key in difference.facts:
             assert f"`{fact} {key}`" in table
+    choices = compare.read_choices()
+    assert "| both | ROCm fixes are unified diffs (docker/patches/), not sed | " in table
+    assert all(f"| both | {choice.what} |" in table for choice in choices)

@@ -23,7 +23,7 @@ from rocmgraph import patches, registry
 from rocmgraph.errors import FetchError, HashMismatch, LockError, Unchecked
 from rocmgraph.keys import digest
 from rocmgraph.patches import Outcome
-from rocmgraph.pins import format_path
+from rocmgraph.pins import VERSION_FROM_GIT, GitSource, format_path
 from rocmgraph.run import Run
 from rocmgraph.upstream import History
 from wheels.store import Store
@@ -33,7 +33,7 @@ FULL = re.compile(r"[0-9a-f]{40}")
 
 @dataclass
 class Row:
-    kind: str  # commit, digest, wheel, key, apt, python
+    kind: str  # commit, version, digest, wheel, key, apt, python
     pin: str  # where: [sources.vllm].commit, or Dockerfile:12
     value: str
     full_length: bool | None = None
@@ -53,6 +53,7 @@ class Row:
 def audit_pins(run: Run) -> list[Row]:
     pins = run.pins
     rows = [_source(run, name) for name in pins.sources]
+    rows += [_git_version(n, source) for n, source in pins.sources.items() if source.version_env]
     rows.append(_base(run))
     rows += [
         _wheel(run.store, name, wheel.file, wheel.sha256) for name, wheel in pins.wheels.items()
@@ -64,9 +65,8 @@ def audit_pins(run: Run) -> list[Row]:
         rows.append(_key(run, path, repo.key_url, repo.key_sha256, f"{name}.asc"))
     for name, version in pins.rocm.packages.items():
         rows.append(_version_row("apt", ("rocm", "packages", name), version))
-    for group in ("stack", "vllm", "sglang", "tools"):
-        for name, version in getattr(pins.python, group).items():
-            rows.append(_version_row("python", ("python", group, name), version))
+    for pin, version in pins.python.packages():
+        rows.append(_version_row("python", pin, version))
     return rows
 
 
@@ -113,6 +113,15 @@ def _source(run: Run, name: str) -> Row:
         for status in statuses:
             if status.status is not Outcome.APPLIES:
                 row.problems.append(f"patch {status.patch} {status.status}: {status.detail}")
+    return row
+
+
+def _git_version(name: str, source: GitSource) -> Row:
+    """The version a build is given because it would read it from git (version_env)."""
+    row = Row("version", format_path(("sources", name, "version")), source.version or "?")
+    row.full_length = bool(source.version)
+    if not source.version:
+        row.problems.append(f"empty: {VERSION_FROM_GIT}")
     return row
 
 

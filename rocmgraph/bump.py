@@ -192,8 +192,9 @@ class _Move:
 
 
 def _version(bump: Bump, history: History, name: str, source: GitSource, new: str) -> None:
-    """``[sources.<name>].version`` follows a version tag on the new commit, else a note."""
-    if not source.version:
+    """``[sources.<name>].version`` follows a version tag on the new commit, else a note.
+    An empty one is left alone, unless the build needs it (``version_env``)."""
+    if not source.version and not source.version_env:
         return
     versions = set()
     for tag in history.tags_at(new):
@@ -207,9 +208,9 @@ def _version(bump: Bump, history: History, name: str, source: GitSource, new: st
         if version != source.version:
             bump.changes.append(Change(("sources", name, "version"), source.version, version))
         return
+    says = f"still says {source.version}" if source.version else "is empty, and its build needs it"
     bump.notes.append(
-        f"{format_path(('sources', name, 'version'))} still says {source.version}: "
-        f"set it to the version at {new[:12]}"
+        f"{format_path(('sources', name, 'version'))} {says}: set it to the version at {new[:12]}"
     )
 
 
@@ -241,6 +242,12 @@ def _apply(pins: Pins, changes: list[Change]) -> Pins:
 
 def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> Answer:
     """Bump ``names`` (sources, or "base"): report every one; write what may be written."""
+    for name in names:
+        if name != "base" and name not in run.pins.sources:
+            raise VariableError(
+                f"bump:{name}: {run.options.pins} pins no [sources.{name}]; its sources: "
+                f"{', '.join(sorted(run.pins.sources))}"
+            )
     bumps = [bump_base(run) if name == "base" else bump_source(run, name, to) for name in names]
     lines: list[str] = []
     changes: list[Change] = []

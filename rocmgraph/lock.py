@@ -2,13 +2,15 @@
 
 It records exact wheel file names and their sha256, the full id behind a
 short commit (or the commit a tag or branch names when none is pinned), the
-ROCm key's sha256 and the base image's digest. The pins file is rewritten
-with tomlkit (comments and layout kept), atomically. ``locked=1`` changes
-nothing: it fails when anything is still unlocked, for CI.
+apt keys' sha256, the base image's digest, and the version an unpinned Python
+or apt package would install today. The pins file is rewritten with tomlkit
+(comments and layout kept), atomically. ``locked=1`` changes nothing: it
+fails when anything is still unlocked, for CI.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,12 +18,12 @@ from typing import Any
 
 import tomlkit
 
-from rocmgraph import registry
+from rocmgraph import apt, registry
 from rocmgraph.errors import Answer, FetchError, LockError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.pins import PinPath, Pins, Value, Wheel, format_path
 from rocmgraph.run import Run
-from wheels import index
+from wheels import index, pypi
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,28 @@ def resolve(run: Run) -> Result:
     if not pins.base.digest:
         image = pins.base.image
         result.attempt(("base", "digest"), "", lambda: registry.digest(image, run.http))
+    _packages(run, result)
     seen = {c.path for c in result.changes} | {u.path for u in result.unresolved}
     for missing in pins.missing():
-        if missing.path not in seen:  # apt and Python versions: a choice, not a lookup
+        if missing.path not in seen:  # a version a build reads from git: a choice, not a lookup
             result.unresolved.append(
                 Unresolved(missing.path, f"{missing.why}; pin it by hand", failed=False)
             )
     return result
+
+
+def _packages(run: Run, result: Result) -> None:
+    """What an unversioned install would take today: the newest release pip installs, the
+    one version the ROCm repositories list."""
+    pins = run.pins
+    for path, version in pins.python.packages():
+        if not version:
+            newest = functools.partial(pypi.newest, path[-1], pins.python.version, run.http)
+            result.attempt(path, "", newest)
+    for name, version in pins.rocm.packages.items():
+        if not version:
+            listed = functools.partial(apt.version, name, pins.rocm.repos, run.http)
+            result.attempt(("rocm", "packages", name), "", listed)
 
 
 def _wheel(run: Run, name: str, wheel: Wheel, result: Result) -> None:

@@ -205,6 +205,12 @@ class Python:
     sglang: Mapping[str, str] = _kind(kinds.VERSION, default={})  # with SGLang
     patches: Mapping[str, tuple[str, ...]] = _kind(kinds.REPO_FILE, default={}, ordered=True)
 
+    def packages(self) -> Iterator[tuple[PinPath, str]]:
+        """Every package pinned by version, with the path of its pin."""
+        for group in ("stack", "vllm", "sglang", "tools"):
+            for name, version in getattr(self, group).items():
+                yield ("python", group, name), version
+
 
 @dataclass(frozen=True, kw_only=True)
 class Prune:
@@ -221,6 +227,13 @@ class Cleanup:
     image is flattened, so the bytes really go."""
 
     paths: tuple[str, ...] = _kind(kinds.PATH_GLOB, default=())
+
+
+# Why an empty [sources.*].version with a version_env is missing.
+VERSION_FROM_GIT = (
+    "its build reads its version from git, and the tree has no .git; "
+    "pin the version upstream's tag at the commit gives"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -268,13 +281,7 @@ class Pins:
                 found.append(Missing(leaf.path, "short commit id; `doit lock` records the full id"))
         for name, source in self.sources.items():
             if source.version_env and not source.version:
-                found.append(
-                    Missing(
-                        ("sources", name, "version"),
-                        "its build reads its version from git, and the tree has no .git; "
-                        "pin the version upstream's tag at the commit gives",
-                    )
-                )
+                found.append(Missing(("sources", name, "version"), VERSION_FROM_GIT))
         return found
 
 

@@ -243,14 +243,16 @@ def bump_tasks(options: Options, to: str, force: bool, dry: bool) -> Iterator[Ta
     names = sorted({source for stage in stages.graph() for source in stage.sources})
     yield {"basename": "bump", "name": None, "doc": "move pins to upstream's newest"}
 
-    def run_bump(targets: list[str]) -> None:
+    def run_bump(name: str) -> None:
         run = run_for(options)
+        # all: the sources this profile pins (pins-rocm702.toml pins no SGLang), known
+        # only once its pins are read.
+        targets = [*sorted(run.pins.sources), "base"] if name == "all" else [name]
         if to and len(targets) > 1:
             raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
         _show(bump.run_bump(run, targets, to, force=force, dry=dry))
 
     for name in [*names, "base", "all"]:
-        targets = [*names, "base"] if name == "all" else [name]
         doc = {
             "base": "move the base image's digest to what its tag points to now",
             "all": "bump every source and the base image",
@@ -261,7 +263,7 @@ def bump_tasks(options: Options, to: str, force: bool, dry: bool) -> Iterator[Ta
             "basename": "bump",
             "name": name,
             "doc": doc,
-            "actions": [guarded(run_bump, targets)],
+            "actions": [guarded(run_bump, name)],
             "uptodate": [False],
             "meta": {"quiet": True},
             "verbosity": 2,

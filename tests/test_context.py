@@ -8,19 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import run_doit
 from servers import commit
-from world import World
+from world import World, locked_run
 
 import stages
 from rocmgraph import context, patches
 from rocmgraph.errors import FetchError, PatchError
 from rocmgraph.run import Options, Run
-
-
-def locked_run(world: World, monkeypatch: pytest.MonkeyPatch) -> Run:
-    for name, value in world.env.items():
-        monkeypatch.setenv(name, value)
-    assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
-    return Run(Options(pins=str(world.pins), arch="gfx942"), stages.graph())
 
 
 def test_a_source_stage_gets_its_patched_tree_without_git(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import re
 
 import pytest
 from conftest import run_doit
-from world import KEY, WHEELS, World, wheel_bytes
+from world import KEY, WHEELS, World, values_blanked, wheel_bytes
 
 from rocmgraph import lock, pins
 
@@ -27,7 +26,7 @@ def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world:
     assert f"locked [sources.aiter].commit: {world.commits['aiter'][:9]} -> " in result.stdout
     # Only the values changed: every comment and every other byte is where it was.
     after = world.pins_text()
-    assert _values_blanked(after) == _values_blanked(before)
+    assert values_blanked(after) == values_blanked(before)
     assert "# exact apt version: `doit lock` reads it from the repository" in after
 
 
@@ -58,10 +57,6 @@ def test_lock_that_cannot_reach_an_index_writes_what_it_found_and_fails(world: W
         result.stdout
     )
     assert pins.load(world.pins).sources["aiter"].commit == world.commits["aiter"]
-
-
-def _values_blanked(text: str) -> str:
-    return re.sub(r'= "[^"]*"', '= ""', text)
 
 
 MULTI = """\

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from servers import LoopbackServer, Route
+from world import release_history
 
 from rocmgraph.errors import FetchError
-from wheels.pypi import Release, Unpacked, choose, unpack
+from rocmgraph.http import Http
+from wheels.pypi import PYPI_ENV, Release, Unpacked, choose, newest, unpack
 
 NAME = "megatron_core-0.18.0"
 
@@ -63,3 +67,40 @@ def test_an_archive_that_cannot_be_read_is_one_line(tmp_path: Path, name: str) -
         unpack(Unpacked(broken, name.endswith(".whl")), ("megatron/core/x.py",), tmp_path / "out")
     kind = "a wheel (zip)" if name.endswith(".whl") else "an sdist (tar or zip)"
     assert str(caught.value) == f"{name}: cannot be read as {kind}"
+
+
+# ---------------------------------------------------------------- newest: what lock records
+
+
+def test_newest_is_the_final_release_pip_installs_on_the_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    history = release_history("Qwen_VL_Utils", 3)  # lock asks by the pin's name, as written
+    history["releases"]["3.5.0"] = [  # newer, but only for another platform
+        {"filename": "qwen_vl_utils-3.5.0-cp312-cp312-macosx_11_0_arm64.whl",
+         "url": "/files/x.whl", "digests": {"sha256": "0" * 64}}
+    ]  # fmt: skip
+    history["releases"]["not a version"] = history["releases"]["3.0.0"]
+    with LoopbackServer() as server:
+        server.routes["/pypi/qwen-vl-utils/json"] = Route(json.dumps(history).encode())
+        monkeypatch.setenv(PYPI_ENV, f"{server.url}/pypi")
+        assert newest("Qwen_VL_Utils", "3.12", Http()) == "3.1.0"
+        assert newest("Qwen_VL_Utils", "3.13", Http()) == "3.4.0"  # it needs 3.13
+
+
+def test_newest_names_a_project_with_nothing_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    history = release_history("mathruler", 1)
+    for version in ("1.0.0", "1.1.0"):
+        del history["releases"][version]
+    with LoopbackServer() as server:
+        server.routes["/pypi/mathruler/json"] = Route(json.dumps(history).encode())
+        monkeypatch.setenv(PYPI_ENV, f"{server.url}/pypi")
+        with pytest.raises(FetchError) as caught:
+            newest("mathruler", "3.12", Http())
+        with pytest.raises(FetchError) as missing:
+            newest("nothing-here", "3.12", Http())
+    assert str(caught.value) == (
+        f"mathruler: {server.url}/pypi lists no final release of mathruler that installs on "
+        "CPython 3.12 on linux x86_64; pin a version by hand"
+    )
+    assert str(missing.value) == f"nothing-here: {server.url}/pypi answered HTTP 404"

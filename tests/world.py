@@ -1,23 +1,39 @@
-"""A small world for the fixed-input tests: upstream git repositories, a wheel index,
-an apt key and a PyPI JSON API on 127.0.0.1, and a pins file that points at them."""
+"""A small world for the fixed-input tests: upstream git repositories, a wheel index, apt
+keys, a PyPI JSON API and a registry's manifest on 127.0.0.1, and a pins file that points at
+them. A world is made from a real profile (pins.toml, pins-rocm702.toml): what it serves
+follows that profile's pins."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
+import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import tomlkit
-from conftest import PINS
+from conftest import PINS, ROOT, edit_toml, run_doit
+from packaging.utils import canonicalize_name
 from servers import LoopbackServer, Route, closed_url, commit, git, make_repo
 
-from rocmgraph import patches, pins
+import stages
+from rocmgraph import apt, patches, pins
+from rocmgraph.pins import PinPath
+from rocmgraph.registry import Reference
+from rocmgraph.run import Options, Run
 
+PINS_702 = ROOT / "pins-rocm702.toml"
+# pins.toml names its wheels by version only (repo.radeon.com's 7.14 file names are not
+# known here): the world's index lists these files for them. A profile that names its
+# files (pins-rocm702.toml) gets exactly those.
 WHEELS = {
     "torch": ("2.12.0", "torch-2.12.0+rocm7.14.0.lw.git1a2b3c4d-cp312-cp312-linux_x86_64.whl"),
     "triton": ("3.7.0", "triton-3.7.0+rocm7.14.0.git0badcafe-cp312-cp312-linux_x86_64.whl"),
@@ -34,9 +50,19 @@ WHEELS = {
 MEGATRON_JSON = "/pypi/megatron-core/json"  # PyPI's JSON API: the project's document
 KEY = b"-----BEGIN PGP PUBLIC KEY BLOCK-----\npretend\n-----END PGP PUBLIC KEY BLOCK-----\n"
 DIGEST = "sha256:" + "ab" * 32
+# What the pins.toml world has pinned by hand, as its tests expect: the ROCm apt version and
+# IPython's (so that its lock fills only what its upstreams serve), the base's digest (the
+# base stays rocm/primus, not the world's registry), and a base that provides none of the
+# stages its tests build.
+BY_HAND_714: Mapping[PinPath, Any] = {
+    ("rocm", "packages", "rocm"): "7.14.0.70140-1",
+    ("base", "provides"): [],
+    ("base", "digest"): DIGEST,
+    ("python", "sglang", "ipython"): "9.6.0",
+}
 
 
-@dataclass
+@dataclass(frozen=True)
 class World:
     root: Path
     server: LoopbackServer
@@ -44,13 +70,36 @@ class World:
     repos: dict[str, Path]
     commits: dict[str, str]  # the full commit each source is pinned at (or resolves to)
     env: dict[str, str]
+    wheels: dict[str, str]  # the exact file the index lists for each wheel
+    keys: dict[PinPath, bytes]  # each apt key's sha256 pin -> the key served for it
+    versions: dict[PinPath, str]  # each unpinned package -> the version lock should find
+    digest: str  # what the base image's tag points to, when the profile left it unpinned
 
     def pins_text(self) -> str:
         return self.pins.read_text()
 
 
+def values_blanked(text: str) -> str:
+    """A pins file's text with every string value emptied: what must stay when only values
+    change (comments, spacing, order)."""
+    return re.sub(r'= "[^"]*"', '= ""', text)
+
+
+def locked_run(world: World, monkeypatch: pytest.MonkeyPatch, arch: str = "gfx942") -> Run:
+    """The world locked, and a Run of its pins in this process (its environment set)."""
+    for name, value in world.env.items():
+        monkeypatch.setenv(name, value)
+    assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
+    return Run(Options(pins=str(world.pins), arch=arch), stages.graph())
+
+
 def wheel_bytes(name: str) -> bytes:
     return f"wheel {name}".encode() * 100
+
+
+def key_bytes(name: str) -> bytes:
+    """A stand-in apt key, its own for each repository."""
+    return KEY if name == "rocm" else KEY.replace(b"pretend", f"pretend {name}".encode())
 
 
 def zipped(files: dict[str, str]) -> bytes:
@@ -77,49 +126,131 @@ def _source_files(name: str, real: pins.Pins) -> dict[str, str]:
     return files
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    real = pins.load(PINS)
+def _served(server: LoopbackServer, url: str, body: bytes) -> str:
+    """Serve ``body`` at ``url``'s path and query; return the world's URL for it."""
+    parts = urlsplit(url)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    server.routes[path] = Route(body)
+    return server.url + path
+
+
+@contextmanager
+def make_world(
+    root: Path, profile: Path, by_hand: Mapping[PinPath, Any] | None = None
+) -> Iterator[World]:
+    """The world of ``profile``, with ``by_hand`` pinned first (as a user would)."""
+    text = profile.read_text()
+    for path, value in (by_hand or {}).items():
+        text = edit_toml(text, path, value)
+    real, document = pins.loads(text, profile.name), tomlkit.parse(text)
     with LoopbackServer() as server:
-        repos, commits = {}, {}
-        document = tomlkit.parse(PINS.read_text())
-        mirrors = tomlkit.table()
-        for name, source in real.sources.items():
-            repo = tmp_path / "upstream" / name
-            first = make_repo(repo, _source_files(name, real), branch=source.branch)
-            head = commit(repo, {"NEWS": f"{name} moves on\n"}, "later work")
-            repos[name] = repo
-            mirrors[source.repo] = f"file://{repo}"
-            pinned = document["sources"][name]
-            if len(source.commit) == 40:
-                pinned["commit"] = commits[name] = first
-            elif source.commit:  # short as published: lock records the full id
-                pinned["commit"] = first[:9]
-                commits[name] = first
-            elif source.tag:
-                git(repo, "tag", "-a", source.tag, "-m", "release", first)
-                commits[name] = first
-            else:  # unpinned upstream: lock takes the branch head
-                commits[name] = head
-        document["mirrors"] = mirrors
-        page = []
-        for name, (version, file) in WHEELS.items():
-            quoted = file.replace("+", "%2B")
-            server.routes[f"/rocm-rel-7.14/{quoted}"] = Route(wheel_bytes(name))
-            page.append(f'<a href="{quoted}">{file}</a>')
-            entry = document["wheels"][name]
-            entry["index"] = f"{server.url}/rocm-rel-7.14/"
-            entry["version"] = version
-        server.routes["/rocm-rel-7.14/"] = Route("\n".join(page).encode())
-        server.routes["/rocm.gpg.key"] = Route(KEY)
-        document["rocm"]["key_url"] = f"{server.url}/rocm.gpg.key"
-        document["rocm"]["packages"]["rocm"] = "7.14.0.70140-1"
-        document["base"]["provides"] = tomlkit.array()
-        document["base"]["digest"] = DIGEST
-        document["python"]["sglang"]["ipython"] = "9.6.0"
-        megatron = patches.preimage(patches.read_patch(real.python.patches["megatron-core"][0]))
-        body = zipped(megatron)
-        wheel_name = "megatron_core-0.18.0-py3-none-any.whl"
+        repos, commits = _upstreams(root / "upstream", real, document)
+        wheels = _wheel_index(server, real, document)
+        keys = _apt_keys(server, real, document)
+        versions = _pypi(server, real) | _apt_repos(server, real, document)
+        digest = _registry(server, real, document)
+        pins_path = root / profile.name
+        pins_path.write_text(tomlkit.dumps(document))
+        env = {
+            "VERL_GRAPH_CACHE": str(root / "cache"),
+            "VERL_GRAPH_PYPI": f"{server.url}/pypi",
+            # No engine here: a command that asks one says so, and never reaches this host's.
+            "VERL_GRAPH_DOCKER": str(root / "no-docker"),
+        }
+        yield World(root, server, pins_path, repos, commits, env, wheels, keys, versions, digest)
+
+
+def _upstreams(
+    root: Path, real: pins.Pins, document: Any
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """A repository per source: the pinned commit, then one more; pinned as published
+    (full, short, by tag or not at all), and reached through ``[mirrors]``."""
+    repos, commits = {}, {}
+    mirrors = document.setdefault("mirrors", tomlkit.table())  # its comments stay
+    for name, source in real.sources.items():
+        repo = root / name
+        first = make_repo(repo, _source_files(name, real), branch=source.branch)
+        head = commit(repo, {"NEWS": f"{name} moves on\n"}, "later work")
+        repos[name] = repo
+        mirrors[source.repo] = f"file://{repo}"
+        pinned = document["sources"][name]
+        if source.tag:
+            git(repo, "tag", "-a", source.tag, "-m", "release", first)
+        if len(source.commit) == 40:
+            pinned["commit"] = commits[name] = first
+        elif source.commit:  # short as published: lock records the full id
+            pinned["commit"] = first[: len(source.commit)]
+            commits[name] = first
+        elif source.tag:  # lock resolves the tag
+            commits[name] = first
+        else:  # unpinned upstream: lock takes the branch head
+            commits[name] = head
+    return repos, commits
+
+
+def _wheel_index(server: LoopbackServer, real: pins.Pins, document: Any) -> dict[str, str]:
+    """A flat index per folder of the profile's indexes, listing one build of each wheel."""
+    wheels: dict[str, str] = {}
+    pages: dict[str, list[str]] = {}
+    for name, wheel in real.wheels.items():
+        version, file = (wheel.version, wheel.file) if wheel.file else WHEELS[name]
+        folder = f"/{PurePosixPath(urlsplit(wheel.index).path).name}/"
+        quoted = file.replace("+", "%2B")
+        server.routes[f"{folder}{quoted}"] = Route(wheel_bytes(name))
+        pages.setdefault(folder, []).append(f'<a href="{quoted}">{file}</a>')
+        entry = document["wheels"][name]
+        entry["index"] = f"{server.url}{folder}"
+        entry["version"] = version
+        wheels[name] = file
+    for folder, links in pages.items():
+        server.routes[folder] = Route("\n".join(links).encode())
+    return wheels
+
+
+def _apt_keys(server: LoopbackServer, real: pins.Pins, document: Any) -> dict[PinPath, bytes]:
+    """The ROCm key and each base repository's key, at their URLs' paths and queries."""
+    keys: dict[PinPath, bytes] = {("rocm", "key_sha256"): key_bytes("rocm")}
+    document["rocm"]["key_url"] = _served(server, real.rocm.key_url, key_bytes("rocm"))
+    for name, repo in real.base.repos.items():
+        keys["base", "repos", name, "key_sha256"] = key_bytes(name)
+        document["base"]["repos"][name]["key_url"] = _served(server, repo.key_url, key_bytes(name))
+    return keys
+
+
+def _apt_repos(server: LoopbackServer, real: pins.Pins, document: Any) -> dict[PinPath, str]:
+    """When a ROCm package is unpinned, the ROCm repositories' package indexes: the one
+    named rocm (else the first) lists one version of each unpinned package, and every one
+    lists a package of its own."""
+    unpinned = [name for name, version in real.rocm.packages.items() if not version]
+    if not unpinned:
+        return {}
+    main = "rocm" if "rocm" in real.rocm.repos else next(iter(real.rocm.repos))
+    versions: dict[PinPath, str] = {}
+    for name, repo in real.rocm.repos.items():
+        # A description line that reads like a field is not one.
+        stanzas = [f"Package: {name}-tools\nVersion: 1.0-1\nDescription: tools\n Version: 0\n"]
+        if name == main:
+            for major, package in enumerate(unpinned, 1):
+                version = f"{real.rocm.version}.{major}-1"
+                versions["rocm", "packages", package] = version
+                stanzas.append(f"Package: {package}\nArchitecture: amd64\nVersion: {version}\n")
+        body = gzip.compress("\n".join(stanzas).encode())
+        for component in repo.components:
+            _served(server, apt.index_url(repo, component), body)
+        document["rocm"]["repos"][name]["url"] = server.url + urlsplit(repo.url).path
+    return versions
+
+
+def _pypi(server: LoopbackServer, real: pins.Pins) -> dict[PinPath, str]:
+    """PyPI's document for each package a patch touches (a wheel of the patched files at the
+    pinned version) and for each package left unpinned (a history of releases)."""
+    for name, patch_files in real.python.patches.items():
+        version = real.python.stack[name]
+        files = {}
+        for patch in patch_files:
+            files.update(patches.preimage(patches.read_patch(patch)))
+        body = zipped(files)
+        wheel_name = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
         server.routes[f"/files/{wheel_name}"] = Route(body)
         release = [
             {
@@ -128,11 +259,67 @@ def world(tmp_path: Path) -> Iterator[World]:
                 "digests": {"sha256": hashlib.sha256(body).hexdigest()},
             }
         ]
-        server.routes[MEGATRON_JSON] = Route(json.dumps({"releases": {"0.18.0": release}}).encode())
-        pins_path = tmp_path / "pins.toml"
-        pins_path.write_text(tomlkit.dumps(document))
-        env = {"VERL_GRAPH_CACHE": str(tmp_path / "cache"), "VERL_GRAPH_PYPI": f"{server.url}/pypi"}
-        yield World(tmp_path, server, pins_path, repos, commits, env)
+        project = {"releases": {version: release}}
+        server.routes[f"/pypi/{name}/json"] = Route(json.dumps(project).encode())
+    versions = {}
+    unpinned = [path for path, version in real.python.packages() if not version]
+    for major, path in enumerate(unpinned, 1):  # each its own versions
+        versions[path] = f"{major}.1.0"
+        history = json.dumps(release_history(path[-1], major)).encode()
+        server.routes[f"/pypi/{canonicalize_name(path[-1])}/json"] = Route(history)
+    return versions
+
+
+def release_history(name: str, major: int) -> dict[str, Any]:
+    """A project's releases as PyPI lists them: ``<major>.1.0`` is the newest that pip
+    installs on CPython 3.12 (an older one, a pre-release, a yanked release and one that
+    needs a newer Python come with it)."""
+
+    def release(version: str, **extra: Any) -> list[dict[str, Any]]:
+        filename = f"{canonicalize_name(name).replace('-', '_')}-{version}-py3-none-any.whl"
+        digest = hashlib.sha256(filename.encode()).hexdigest()
+        return [{"filename": filename, "url": f"/files/{filename}",
+                 "digests": {"sha256": digest}, "yanked": False, "requires_python": None,
+                 **extra}]  # fmt: skip
+
+    return {
+        "info": {"name": name},
+        "releases": {
+            f"{major}.0.0": release(f"{major}.0.0"),
+            f"{major}.1.0": release(f"{major}.1.0", requires_python=">=3.9"),
+            f"{major}.2.0rc1": release(f"{major}.2.0rc1"),
+            f"{major}.3.0": release(f"{major}.3.0", yanked=True),
+            f"{major}.4.0": release(f"{major}.4.0", requires_python=">=3.13"),
+        },
+    }
+
+
+def _registry(server: LoopbackServer, real: pins.Pins, document: Any) -> str:
+    """An unpinned base image is taken from the world's registry, which names its digest
+    (as a registry answers a manifest request); a pinned one is left as it is."""
+    if real.base.digest:
+        return ""
+    ref = Reference.parse(real.base.image)
+    digest = "sha256:" + hashlib.sha256(real.base.image.encode()).hexdigest()
+    server.routes[f"/v2/{ref.repository}/manifests/{ref.tag}"] = Route(
+        b"{}", headers={"Docker-Content-Digest": digest}
+    )
+    document["base"]["image"] = f"{urlsplit(server.url).netloc}/{ref.repository}:{ref.tag}"
+    return digest
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    """The world of pins.toml."""
+    with make_world(tmp_path, PINS, BY_HAND_714) as made:
+        yield made
+
+
+@pytest.fixture
+def world_702(tmp_path: Path) -> Iterator[World]:
+    """The world of pins-rocm702.toml, as published: nothing pinned by hand."""
+    with make_world(tmp_path, PINS_702) as made:
+        yield made
 
 
 def kernel_as_submodule(world: World, tmp_path: Path, kernel_url: str) -> str:

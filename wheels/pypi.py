@@ -9,6 +9,9 @@ Which file: a pure wheel (``py3-none-any``) when there is one; else the wheel
 that installs on the image (CPython ``[python].version`` on linux x86_64, the
 best tag first); else the sdist, whose package files sit under its root
 folder (or its ``src/``) rather than at site-packages paths.
+
+The same document tells `doit lock` the version an unpinned package would
+install (``newest``).
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import urljoin
 
 from packaging import tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from rocmgraph.errors import FetchError, HashMismatch
 from rocmgraph.http import Http
@@ -92,23 +98,69 @@ def choose(files: list[Release], python: str) -> Release | None:
 
 
 def release_files(name: str, version: str, http: Http) -> list[Release]:
-    """The files PyPI lists for ``name==version`` (a file without a sha256 is left out).
+    """The files PyPI lists for ``name==version`` (a file without a sha256 is left out)."""
+    api, document, releases = _releases(name, f"{name}=={version}", http)
+    entries = releases.get(version)
+    if not isinstance(entries, list):
+        raise FetchError(f"{name}=={version}: {api} lists no release {version} of {name}")
+    return _files(document, entries)
 
-    It reads the project's document (``/pypi/<name>/json``), which every PyPI
-    mirror serves; some serve no per-version document.
-    """
+
+def newest(name: str, python: str, http: Http) -> str:
+    """The version pip installs for an unpinned ``name`` on CPython ``python`` (linux x86_64):
+    the newest final release with a file that is not yanked, whose ``requires_python``
+    admits ``python`` and that the image can install (``choose``)."""
+    api, document, releases = _releases(name, name, http)
+    fitting = []
+    for text, entries in releases.items():
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if version.is_prerelease or not isinstance(entries, list):
+            continue
+        usable = [
+            entry
+            for entry in entries
+            if not entry.get("yanked") and _admits(entry.get("requires_python"), python)
+        ]
+        if choose(_files(document, usable), python):
+            fitting.append(version)
+    if not fitting:
+        raise FetchError(
+            f"{name}: {api} lists no final release of {name} that installs on CPython {python} "
+            "on linux x86_64; pin a version by hand"
+        )
+    return str(max(fitting))
+
+
+def _admits(requires_python: object, python: str) -> bool:
+    """Whether a file's ``requires_python`` admits Python ``3.12`` (unreadable: it does, as
+    pip ignores a specifier it cannot parse)."""
+    if not isinstance(requires_python, str) or not requires_python.strip():
+        return True
+    try:
+        return SpecifierSet(requires_python).contains(python, prereleases=True)
+    except InvalidSpecifier:
+        return True
+
+
+def _releases(name: str, what: str, http: Http) -> tuple[str, str, dict[str, Any]]:
+    """The API, the document's URL and its ``releases``, from the project's document
+    (``/pypi/<name>/json``), which every PyPI mirror serves; some serve no per-version one."""
     api = os.environ.get(PYPI_ENV, "https://pypi.org/pypi").rstrip("/")
-    document = f"{api}/{name}/json"
+    document = f"{api}/{canonicalize_name(name)}/json"
     response = http.get(document)
     if response.status_code != 200:
-        raise FetchError(f"{name}=={version}: {api} answered HTTP {response.status_code}")
+        raise FetchError(f"{what}: {api} answered HTTP {response.status_code}")
     try:
         releases = response.json().get("releases", {})
     except ValueError:
-        raise FetchError(f"{name}=={version}: {api} answered something that is not JSON") from None
-    entries = releases.get(version) if isinstance(releases, dict) else None
-    if not isinstance(entries, list):
-        raise FetchError(f"{name}=={version}: {api} lists no release {version} of {name}")
+        raise FetchError(f"{what}: {api} answered something that is not JSON") from None
+    return api, document, releases if isinstance(releases, dict) else {}
+
+
+def _files(document: str, entries: list[Any]) -> list[Release]:
     return [  # a mirror may link its files relative to the document (the demo's does)
         Release(entry["filename"], urljoin(document, entry["url"]), entry["digests"]["sha256"])
         for entry in entries

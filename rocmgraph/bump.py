@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
 from rocmgraph import docs, keys, patches, registry
 from rocmgraph.errors import (
     Answer,
@@ -196,13 +194,7 @@ def _version(bump: Bump, history: History, name: str, source: GitSource, new: st
     An empty one is left alone, unless the build needs it (``version_env``)."""
     if not source.version and not source.version_env:
         return
-    versions = set()
-    for tag in history.tags_at(new):
-        try:
-            Version(tag.removeprefix("v"))
-        except InvalidVersion:
-            continue
-        versions.add(tag.removeprefix("v"))
+    versions = history.versions_at(new)
     if len(versions) == 1:
         version = versions.pop()
         if version != source.version:

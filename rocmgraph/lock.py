@@ -21,8 +21,9 @@ import tomlkit
 from rocmgraph import apt, registry
 from rocmgraph.errors import Answer, FetchError, LockError
 from rocmgraph.fsutil import atomic_write_text
-from rocmgraph.pins import PinPath, Pins, Value, Wheel, format_path
+from rocmgraph.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
 from rocmgraph.run import Run
+from rocmgraph.upstream import History
 from wheels import index, pypi
 
 
@@ -79,12 +80,15 @@ def resolve(run: Run) -> Result:
     for name, wheel in pins.wheels.items():
         _wheel(run, name, wheel, result)
     for name, source in pins.sources.items():
+        commit: str | None = source.commit
         if len(source.commit) != 40:
-            result.attempt(
+            commit = result.attempt(
                 ("sources", name, "commit"),
                 source.commit,
                 lambda name=name, source=source: run.sources.full_id(name, source),  # type: ignore[misc]
             )
+        if source.version_env and not source.version and commit:
+            _version(run, name, source, commit, result)
     if not pins.rocm.key_sha256:
         key_url = pins.rocm.key_url
         result.attempt(
@@ -110,10 +114,33 @@ def resolve(run: Run) -> Result:
     seen = {c.path for c in result.changes} | {u.path for u in result.unresolved}
     for missing in pins.missing():
         if missing.path not in seen:  # a version a build reads from git: a choice, not a lookup
-            result.unresolved.append(
-                Unresolved(missing.path, f"{missing.why}; pin it by hand", failed=False)
-            )
+            result.unresolved.append(Unresolved(missing.path, missing.why, failed=False))
     return result
+
+
+def _version(run: Run, name: str, source: GitSource, commit: str, result: Result) -> None:
+    """The version a build reads from git (``version_env``): the one version tag on the
+    pinned commit; with none or several, a choice left to the maintainer."""
+    path = ("sources", name, "version")
+    history = History(run.sources, name, source)
+    try:
+        history.fetch()
+    except FetchError as exc:
+        result.unresolved.append(Unresolved(path, str(exc)))
+        return
+    versions = history.versions_at(commit)
+    if len(versions) == 1:
+        result.changes.append(Change(path, "", versions.pop()))
+        return
+    found = f"tags give {', '.join(sorted(versions))}" if versions else "no version tag names it"
+    result.unresolved.append(
+        Unresolved(
+            path,
+            f"its build reads its version from git, and at {commit[:12]} {found}; pin the "
+            "version the build should report",
+            failed=False,
+        )
+    )
 
 
 def _packages(run: Run, result: Result) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from rocmgraph.errors import FetchError
 from rocmgraph.fsutil import build_dir
 from rocmgraph.git import git
@@ -115,6 +117,18 @@ class History:
     def tags_at(self, commit: str) -> list[str]:
         """The tags that name ``commit`` itself."""
         return self._git("tag", "--points-at", commit).split()
+
+    def versions_at(self, commit: str) -> set[str]:
+        """The versions the tags on ``commit`` give (``v0.5.1`` -> ``0.5.1``): what a build
+        that asks git for its version (setuptools_scm) would report there."""
+        versions = set()
+        for tag in self.tags_at(commit):
+            try:
+                Version(tag.removeprefix("v"))
+            except InvalidVersion:
+                continue
+            versions.add(tag.removeprefix("v"))
+        return versions
 
     def behind(self, commit: str) -> int:
         """How many commits of the tracked branch the pin lacks."""

@@ -124,10 +124,11 @@ def test_lock_resolves_what_the_network_knows_and_changes_only_those_values(
     assert "locked [python.stack].transformers: (empty) -> 5.1.0" in lines
     assert "locked [rocm.packages].rocm: (empty) -> 7.0.2.1-1" in lines
     assert lines[-3:] == [
-        f"left open [sources.aiter].version: {pins.VERSION_FROM_GIT}; pin it by hand",
-        f"left open [sources.vllm].version: {pins.VERSION_FROM_GIT}; pin it by hand",
-        f"{world.pins}: 20 values recorded",
-    ]
+        f"left open [sources.{name}].version: its build reads its version from git, and at "
+        f"{world.commits[name][:12]} no version tag names it; pin the version the build "
+        "should report"
+        for name in ("aiter", "vllm")
+    ] + [f"{world.pins}: 20 values recorded"]
     after = world.pins_text()
     assert values_blanked(after) == values_blanked(before)  # every comment, every space
     assert "# verl installs the v0.15.1 tag: `doit lock` resolves it" in after
@@ -135,6 +136,23 @@ def test_lock_resolves_what_the_network_knows_and_changes_only_those_values(
         "[sources.aiter].version",
         "[sources.vllm].version",
     }
+
+
+def test_lock_takes_a_build_version_from_the_one_version_tag_on_the_commit(
+    world_702: World,
+) -> None:
+    world = world_702
+    git(world.repos["vllm"], "tag", "v0.11.1rc2", world.commits["vllm"])
+    git(world.repos["aiter"], "tag", "v0.1.5", world.commits["aiter"])
+    git(world.repos["aiter"], "tag", "v0.1.6", world.commits["aiter"])
+    lines = lock(world).splitlines()
+    assert "locked [sources.vllm].version: (empty) -> 0.11.1rc2" in lines
+    assert (
+        "left open [sources.aiter].version: its build reads its version from git, and at "
+        f"{world.commits['aiter'][:12]} tags give 0.1.5, 0.1.6; pin the version the build "
+        "should report"
+    ) in lines
+    assert pins.load(world.pins).sources["vllm"].version == "0.11.1rc2"
 
 
 def test_locked_fails_until_the_versions_are_pinned_by_hand(world_702: World) -> None:

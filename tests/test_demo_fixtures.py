@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocmgraph import pins
-from rocmgraph.demo import fixtures, rocmfiles
+from rocmgraph.demo import fixtures, primus, rocmfiles
 from rocmgraph.demo.profile import PROFILES
 
 
@@ -29,3 +29,16 @@ def test_the_demo_ships_kernel_files_of_several_archs() -> None:
     assert "share/miopen/db/gfx90a6e.HIP.fdb.txt" in files
     assert "lib/hipblaslt/library/gfx950/Kernels_gfx950.co" in files
     assert "lib/libMIOpenCKGroupedConv_gfx950.so" in files
+
+
+def test_the_primus_base_is_keyed_by_its_dockerfile_and_context(tmp_path: Path) -> None:
+    # Rebuilt only when its own inputs change: the same context and text, the same key.
+    context = tmp_path / "context"
+    (context / "wheels").mkdir(parents=True)
+    (context / "wheels" / "a.whl").write_bytes(b"a")
+    key = primus.inputs_key(context, "FROM rootfs:1\n")
+    (context / "Dockerfile").write_text("FROM rootfs:1\n")  # what a build writes there
+    assert primus.inputs_key(context, "FROM rootfs:1\n") == key
+    assert primus.inputs_key(context, "FROM rootfs:2\n") != key
+    (context / "wheels" / "a.whl").write_bytes(b"b")
+    assert primus.inputs_key(context, "FROM rootfs:1\n") != key

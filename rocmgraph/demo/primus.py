@@ -108,9 +108,11 @@ CMD ["/bin/bash"]
 
 
 def inputs_key(context: Path, text: str) -> str:
-    """The hash of the Dockerfile and every file of the context, by path and content."""
+    """The hash of the Dockerfile and every file of the context, by path and content (the
+    Dockerfile written into the context is ``text`` itself)."""
     digest = hashlib.sha256(text.encode())
-    for path in sorted(p for p in context.rglob("*") if p.is_file() and p.name != "Dockerfile"):
+    written = context / "Dockerfile"
+    for path in sorted(p for p in context.rglob("*") if p.is_file() and p != written):
         digest.update(f"\0{path.relative_to(context)}\0".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]

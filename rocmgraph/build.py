@@ -59,7 +59,7 @@ def build_stage(run: Run, name: str) -> bool:
             drop_env=stage.drop_env,
         )
         run.engine.build(job)
-    records.save(run.state_dir, name, key.key, key.inputs, seconds=time.time() - started)
+    records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
     return True
 

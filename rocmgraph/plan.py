@@ -46,7 +46,7 @@ def make_plan(run: Run) -> list[StagePlan]:
         if problem:
             reasons = ["unknown: no engine to ask"]
         elif not built:
-            record = records.load(run.state_dir, stage.name)
+            record = records.load(run.records_dir, stage.name)
             if record and record[0] == key.key:
                 reasons = [f"image {ref} is gone (it was built before)"]
             else:

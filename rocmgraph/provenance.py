@@ -26,7 +26,7 @@ def build_record(run: Run, final: str) -> dict[str, Any]:
                 "arch": key.inputs["arch"],
                 "pins": key.inputs["pins"],
                 "files": key.inputs["files"],
-                "build_seconds": records.seconds(run.state_dir, name, key.key),
+                "build_seconds": records.seconds(run.records_dir, name, key.key),
             }
         )
     return {

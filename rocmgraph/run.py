@@ -105,6 +105,12 @@ class Run:
         """Build records live beside the pins file they were built from."""
         return Path(self.options.pins).resolve().parent / ".build"
 
+    @property
+    def records_dir(self) -> Path:
+        """What each stage's last build was made of, per image namespace: pins files side
+        by side build different images, and explain only their own rebuilds."""
+        return self.state_dir / "records" / self.namespace
+
     def ref(self, stage: str) -> str:
         return f"{self.namespace}/{stage}:{self.keys[stage].key}"
 

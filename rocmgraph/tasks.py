@@ -35,7 +35,7 @@ from rocmgraph import (
     render,
 )
 from rocmgraph.archs import closest, parse_archs
-from rocmgraph.demo.profile import Demo
+from rocmgraph.demo import profile as demo_profile
 from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
 from rocmgraph.graph import Stage
@@ -54,7 +54,7 @@ DOIT_CONFIG: dict[str, Any] = {
 }
 
 FORMATS = ("text", "json")
-PROFILES = ("", "demo")
+PROFILES = ("", *demo_profile.PROFILES)  # "": the pins file's own (pins.toml by default)
 # A flag's words, either case. Anything else is refused: `force=false` must not force.
 FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
@@ -77,7 +77,8 @@ def _format(name: str, value: str) -> None:
 
 def _profile(name: str, value: str) -> None:
     if value not in PROFILES:
-        raise VariableError(f"{name}={cut(value)}: unknown profile; use profile=demo or none")
+        known = ", ".join(f"profile={profile}" for profile in PROFILES if profile)
+        raise VariableError(f"{name}={cut(value)}: unknown profile; use {known} or none")
 
 
 def _arch(name: str, value: str) -> None:
@@ -105,7 +106,7 @@ VARIABLES: dict[str, Variable] = {
     "arch": Variable("the archs to build for, e.g. gfx942,gfx950; default [build].archs", _arch),
     "locked": Variable("1 refuses anything unlocked, for CI", flag),
     "network": Variable("docker build --network; default $VERL_GRAPH_NETWORK"),
-    "profile": Variable("demo builds the offline demo profile", _profile),
+    "profile": Variable("demo (or demo702) builds an offline demo profile", _profile),
     "format": Variable("text or json, for plan, patches and audit", _format),
     "to": Variable("the commit or tag bump:<source> moves to"),
     "force": Variable("1 lets a bump write despite a conflicting patch", flag),
@@ -164,13 +165,16 @@ def _unknown(name: str, value: str) -> str:
 
 def resolve(options: Options) -> Options:
     """Fill what a profile implies: ``profile=demo`` brings its pins and host networking."""
-    if options.profile == "demo":
-        pins = options.pins or str(DEMO.sync_pins())
+    if options.profile:
+        pins = options.pins or str(demo(options.profile).sync_pins())
         return dataclasses.replace(options, pins=pins, network=options.network or "host")
     return dataclasses.replace(options, pins=options.pins or "pins.toml")
 
 
-DEMO = Demo()
+@functools.cache
+def demo(profile: str) -> demo_profile.Demo:
+    """The demo of a profile, one per invocation: its servers run while its builds do."""
+    return demo_profile.Demo(profile)
 
 
 @functools.cache
@@ -359,25 +363,26 @@ def dockerfile_tasks(options: Options) -> Iterator[Task]:
 def demo_task(options: Options) -> Task:
     """Serves the demo's upstreams while builds of ``profile=demo`` need them."""
     run = run_for(options)
+    prepared = demo(options.profile or "demo")
 
     def start() -> None:
         engine = run.engine
         if not isinstance(engine, DockerEngine):
             raise VariableError("profile=demo builds on the local Docker engine only")
-        DEMO.start(engine)
+        prepared.start(engine)
         run.reset()  # its pins may be the generated ones, just locked
 
     return {
         "doc": "prepare the demo profile: upstreams, base image, pins (profile=demo builds use it)",
         "actions": [guarded(start)],
-        "teardown": [DEMO.stop],
+        "teardown": [prepared.stop],
         "uptodate": [False],
     }
 
 
 def build_tasks(options: Options) -> Iterator[Task]:
     run = run_for(options)
-    setup = ["demo"] if options.profile == "demo" else []
+    setup = ["demo"] if options.profile else []
     yield {"basename": "build", "name": None, "doc": "build a stage and what it needs"}
     for stage in run.stages:  # every stage: which are this profile's is read from its pins
         yield {

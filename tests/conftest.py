@@ -85,7 +85,7 @@ def need(tool: str) -> None:
         pytest.skip(f"{tool} is not installed (apt-get install {tool})")
 
 
-pytest_plugins = ["world"]
+pytest_plugins = ["world", "demo_e2e"]
 
 
 def need_docker() -> None:

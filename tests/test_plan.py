@@ -82,7 +82,7 @@ def test_plan_says_which_input_changed_since_the_last_build(
     for stage in run.graph:  # as the builder records them
         engine.refs.add(run.ref(stage.name))
         records.save(
-            run.state_dir, stage.name, run.keys[stage.name].key, run.keys[stage.name].inputs
+            run.records_dir, stage.name, run.keys[stage.name].key, run.keys[stage.name].inputs
         )
     assert {p.status for p in make_plan(run)} == {"built"}
 
@@ -100,6 +100,25 @@ def test_plan_says_which_input_changed_since_the_last_build(
 
     mi350 = Run(Options(pins=str(before), arch="gfx950"), stages.graph(), engine)
     assert {p.name: p.reasons for p in make_plan(mi350)}["sglang"] == ("arch: gfx942 -> gfx950",)
+
+
+def test_a_pins_file_is_not_explained_by_the_builds_of_the_one_beside_it(
+    write_pins: Callable[..., Path], pins_text: str
+) -> None:
+    # pins.toml and pins-rocm702.toml sit side by side and build different images: the last
+    # build of one says nothing about why a stage of the other builds.
+    first = write_pins(pins_text)
+    run = Run(Options(pins=str(first), arch="gfx942"), stages.graph(), SetEngine(set()))
+    for stage in run.graph:
+        records.save(
+            run.records_dir, stage.name, run.keys[stage.name].key, run.keys[stage.name].inputs
+        )
+    text = edit_toml(pins_text, ["sources", "vllm", "commit"], NEW_COMMIT)
+    other = write_pins(edit_toml(text, ["image", "name"], "verl-other"), "other.toml")
+    beside = Run(Options(pins=str(other), arch="gfx942"), stages.graph(), SetEngine(set()))
+    assert {p.name: p.reasons for p in make_plan(beside)}["vllm"] == ("never built",)
+    again = {p.name: p.reasons for p in make_plan(run)}
+    assert again["vllm"] == (f"image {run.ref('vllm')} is gone (it was built before)",)
 
 
 def test_plan_text_is_a_table_with_the_reasons(

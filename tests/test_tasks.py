@@ -110,7 +110,10 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         "arch=',;': names no architecture; write e.g. arch=gfx942",
     ),
     "format": ({"format": "yaml"}, "format=yaml: unknown format; use format=text or format=json"),
-    "profile": ({"profile": "dmeo"}, "profile=dmeo: unknown profile; use profile=demo or none"),
+    "profile": (
+        {"profile": "dmeo"},
+        "profile=dmeo: unknown profile; use profile=demo, profile=demo702 or none",
+    ),
     "a huge value is cut": (
         {"arch": "x" * 5_000_000},
         f"arch={'x' * 200}… (5000000 characters): unknown GPU architecture "

@@ -1,8 +1,9 @@
-"""The demo's base image: a Debian root filesystem from mmdebstrap, in a local registry.
+"""The demo's operating system: a Debian root filesystem from mmdebstrap, in a local registry.
 
 It is rebuilt only when its own inputs change (suite, packages): the inputs'
-hash names the local image. It is pushed to the demo registry, so the demo
-pins it by digest exactly as the real profile pins rocm/primus.
+hash names the local image. The 7.0.2-like profile starts from it as verl's
+7.0.2 recipe starts from ubuntu:22.04, pinned by digest from the demo
+registry; the demo's rocm/primus (primus.py) is built on it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ def inputs_key() -> str:
     return hashlib.sha256(repr((SUITE, INCLUDE, "apt")).encode()).hexdigest()[:12]
 
 
-def ensure(engine: DockerEngine, ref: str, scratch: Path) -> str:
-    """``ref`` (registry/name:tag) holds the demo base; return its digest."""
+def rootfs(engine: DockerEngine, scratch: Path) -> str:
+    """The local image of the root filesystem, made unless it is there; its reference."""
     local = f"{LOCAL}:{inputs_key()}"
     if not engine.image_exists(local):
         scratch.mkdir(parents=True, exist_ok=True)
@@ -33,5 +34,10 @@ def ensure(engine: DockerEngine, ref: str, scratch: Path) -> str:
             proc.run(["mmdebstrap", "--quiet", "--variant=apt", f"--include={','.join(INCLUDE)}",
                       SUITE, str(tarball)], timeout=1800)  # fmt: skip
             engine.import_rootfs(tarball, local, ['CMD ["/bin/bash"]'])
-    engine.tag(local, ref)
+    return local
+
+
+def ensure(engine: DockerEngine, ref: str, scratch: Path) -> str:
+    """``ref`` (registry/name:tag) holds the demo's operating system; return its digest."""
+    engine.tag(rootfs(engine, scratch), ref)
     return engine.push(ref)

@@ -8,9 +8,10 @@ Everything lands under ``<root>/www``, which the demo server serves as is:
   PyPI once on the host, and the demo's own small packages);
 - ``pypi/<name>/json``: PyPI's JSON API for megatron-core;
 - ``apt/7.14/``: ROCm packages whose files are kernel-like blobs for several
-  archs under /opt/rocm, in a repository signed with a generated key
-  (``rocm.gpg.key``).
-The commits and wheels are deterministic: demo/pins.toml pins their ids and
+  archs under /opt/rocm (rocmfiles.py), in a repository signed with a generated
+  key (``rocm.gpg.key``).
+Beside ``www``, ``primus/`` is the build context of the demo's rocm/primus (primus.py).
+The commits and wheels are deterministic: the demo pins files pin their ids and
 hashes. Only the key is new on each machine; `doit lock` records its hash.
 """
 
@@ -18,20 +19,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocmgraph import proc
-from rocmgraph.demo import sources
+from rocmgraph.demo import primus, rocmfiles, sources
 from rocmgraph.demo.wheelfile import make_wheel
 from rocmgraph.git import git
 from rocmgraph.layout import ROOT
 
 ROCM_VERSION = "7.14.0.70140-1"
-ARCHS = ("gfx90a", "gfx942", "gfx950")  # the demo ROCm ships kernels for these
-TOOLS = ("setuptools==80.9.0", "wheel==0.45.1")  # fetched from PyPI on the host, once
+# Build tools, fetched from PyPI on the host, once: setuptools_scm gives vLLM and SGLang
+# their versions (packaging is its one dependency on Python 3.11).
+TOOLS = ("setuptools==80.9.0", "wheel==0.45.1", "setuptools-scm==8.3.1", "packaging==25.0")
+PRIMUS_TOOLS = ("setuptools-", "wheel-")  # the build tools rocm/primus's venv ships
 _WHEN = "2026-01-01T00:00:00+00:00"
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "verl-rocm-graph demo",
@@ -71,7 +73,7 @@ def stamp() -> str:
         (ROOT / "docker/patches").rglob("*.patch")
     ):
         digest.update(path.read_bytes())
-    digest.update(repr((ROCM_VERSION, ARCHS, TOOLS)).encode())
+    digest.update(repr((ROCM_VERSION, TOOLS)).encode())
     return digest.hexdigest()
 
 
@@ -87,6 +89,10 @@ def build(root: Path) -> Built:
     built = Built(_git(root, www / "git"), _rocm_wheels(www / "rocm-rel-7.14"))
     _package_index(root, www)
     _apt(root, www)
+    # rocm/primus carries the same torch stack, with setuptools and wheel in its venv.
+    tools = [w for w in sorted((www / "packages").glob("*.whl")) if w.name.startswith(PRIMUS_TOOLS)]
+    pinned = [www / "rocm-rel-7.14" / file for file, _ in built.wheels.values()]
+    primus.write_context(root / "primus", pinned + tools)
     done.write_text(
         json.dumps({"stamp": stamp(), "commits": built.commits, "wheels": built.wheels})
     )
@@ -182,52 +188,16 @@ def _sha256(path: Path) -> str:
 # ---------------------------------------------------------------- apt
 
 
-def kernel_files() -> dict[str, dict[str, int]]:
-    """Package -> its files under /opt/rocm and sizes: kernels per arch, and archless files."""
-    kib = 1024
-    per_arch = {
-        "rocblas": [
-            ("lib/rocblas/library/TensileLibrary_lazy_{a}.dat", 256 * kib),
-            ("lib/rocblas/library/Kernels.so-000-{a}.hsaco", 1024 * kib),
-            ("lib/rocblas/library/TensileLibrary_Type_HH_Contraction_{a}.co", 768 * kib),
-        ],
-        "hipblaslt": [
-            ("lib/hipblaslt/library/TensileLibrary_lazy_{a}.dat.zlib", 128 * kib),
-            ("lib/hipblaslt/library/TensileLiteLibrary_lazy_{a}_Mapping.dat", 128 * kib),
-            ("lib/hipblaslt/library/{a}/Kernels_{a}.co", 768 * kib),
-        ],
-        "hipsparselt": [("lib/hipsparselt/library/Kernels.so-000-{a}.hsaco", 512 * kib)],
-        "miopen-hip": [
-            ("share/miopen/db/{a}.kdb", 512 * kib),
-            ("share/miopen/db/{a}{cu}.HIP.fdb.txt", 256 * kib),
-            ("share/miopen/db/{a}_68.HIP.model", 64 * kib),
-            ("lib/libMIOpenCKGroupedConv_{a}.so", 512 * kib),
-        ],
-    }
-    compute_units = {"gfx90a": "6e", "gfx942": "130", "gfx950": "100"}
-    files: dict[str, dict[str, int]] = {
-        "rocm-core": {".info/version": 0},
-        "rocblas": {
-            "lib/librocblas.so.4": 256 * kib,
-            "lib/rocblas/library/TensileManifest.txt": 4 * kib,
-        },
-        "hipblaslt": {"lib/libhipblaslt.so.0": 256 * kib},
-        "hipsparselt": {"lib/libhipsparselt.so.0": 128 * kib},
-        "miopen-hip": {"lib/libMIOpen.so.1": 256 * kib, "share/miopen/db/README": 1 * kib},
-    }
-    for package, patterns in per_arch.items():
-        for pattern, size in patterns:
-            for arch in ARCHS:
-                files[package][pattern.format(a=arch, cu=compute_units[arch])] = size
-    return files
-
-
 def _apt(root: Path, www: Path) -> None:
     repo = www / "apt" / "7.14"
     pool = repo / "pool" / "main"
     pool.mkdir(parents=True)
     stanzas = []
-    packages = kernel_files()
+    packages: dict[str, dict[str, str | bytes]] = {
+        package: {path: _rocm_file(package, path, size) for path, size in files.items()}
+        for package, files in rocmfiles.kernel_files().items()
+    }
+    packages["amd-smi-lib"] = dict(rocmfiles.AMD_SMI)
     for package, files in packages.items():
         stanzas.append(_deb(root, pool, package, files, depends=""))
     stanzas.append(
@@ -268,20 +238,23 @@ def _apt(root: Path, www: Path) -> None:
     (www / "rocm.gpg.key").write_text(key)
 
 
-def _deb(root: Path, pool: Path, package: str, files: dict[str, int], depends: str) -> str:
+def _rocm_file(package: str, path: str, size: int) -> str | bytes:
+    if path == ".info/version":  # 7.14.0-70140, as apt's ROCm writes it
+        return ROCM_VERSION.rsplit("-", 1)[0].replace(".70140", "-70140") + "\n"
+    return rocmfiles.blob(package, path, size)
+
+
+def _deb(root: Path, pool: Path, package: str, files: dict[str, str | bytes], depends: str) -> str:
     tree = root / "debs" / package
-    for path, size in files.items():
+    for path, data in files.items():
         target = tree / "opt" / "rocm" / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        if path == ".info/version":
-            target.write_text(ROCM_VERSION.rsplit("-", 1)[0].replace(".70140", "-70140") + "\n")
-        else:  # incompressible, and the same on every machine
-            target.write_bytes(random.Random(f"{package}/{path}").randbytes(size))
+        target.write_bytes(data if isinstance(data, bytes) else data.encode())
     control = (
         f"Package: {package}\nVersion: {ROCM_VERSION}\nArchitecture: amd64\n"
         "Maintainer: verl-rocm-graph demo <demo@verl-rocm-graph.invalid>\n"
         + (f"Depends: {depends}\n" if depends else "")
-        + f"Description: {package} (demo): kernel-like files for {', '.join(ARCHS)}\n"
+        + f"Description: {package} (demo): ROCm's files, kernels for {', '.join(rocmfiles.ARCHS)}\n"
     )
     (tree / "DEBIAN").mkdir(parents=True)
     (tree / "DEBIAN" / "control").write_text(control)

@@ -1,19 +1,30 @@
-"""`profile=demo`: prepare the demo's upstreams, serve them for a build, and pin them.
+"""The demo profiles: prepare the demo's upstreams, serve them for a build, and pin them.
 
-The pins of the demo are demo/pins.toml, with what only this machine knows
-(the apt key's hash, the base image's digest) recorded by the real `doit
-lock` into a generated copy under .build/demo/.
+Two profiles, the two pipelines of verl's recipes, on the same upstreams:
+- ``profile=demo`` (demo/pins.toml), verl's 7.14 recipe: a rocm/primus-like base
+  (primus.py) provides ROCm, the torch stack, Flash Attention, TransformerEngine
+  and aiter; vLLM, SGLang, causal-conv1d and verl build on it;
+- ``profile=demo702`` (demo/pins-rocm702.toml), verl's 7.0.2 recipe: a plain OS
+  base (baseimage.py), ROCm from the demo's apt repository, the torch stack
+  from its wheel index, Flash Attention, TransformerEngine, aiter and vLLM
+  built from source.
+
+The pins of a profile are its template, with what only this machine knows (the
+apt key's hash, the base image's digest) recorded by the real `doit lock` into
+a generated copy, .build/demo/<profile>/pins.toml.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import stages
 from rocmgraph import lock
-from rocmgraph.demo import baseimage, fixtures
+from rocmgraph.demo import baseimage, fixtures, primus
 from rocmgraph.demo.serve import Files, Registry
 from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import LockError
@@ -21,24 +32,56 @@ from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.layout import ROOT
 from rocmgraph.run import Options, Run
 
-TEMPLATE = ROOT / "demo" / "pins.toml"
 HTTP_PORT = 38470
 REGISTRY_PORT = 38471
-BASE_REF = f"127.0.0.1:{REGISTRY_PORT}/verl-demo/os:{baseimage.SUITE}"
+REGISTRY = f"127.0.0.1:{REGISTRY_PORT}"
+
+# Pushes a profile's base image to its reference, given the demo's root: returns its digest.
+BaseMaker = Callable[[DockerEngine, str, Path], str]
+
+
+def _os_base(engine: DockerEngine, ref: str, root: Path) -> str:
+    return baseimage.ensure(engine, ref, root / "tmp")
+
+
+def _primus_base(engine: DockerEngine, ref: str, root: Path) -> str:
+    rootfs = baseimage.rootfs(engine, root / "tmp")
+    return primus.ensure(engine, ref, root / "fixtures" / "primus", rootfs)
+
+
+@dataclass(frozen=True)
+class Profile:
+    template: Path  # the pins file the profile's pins are made from
+    base: str  # the reference of its base image in the demo registry (as its pins name it)
+    make_base: BaseMaker
+
+
+PROFILES = {
+    "demo": Profile(
+        ROOT / "demo" / "pins.toml", f"{REGISTRY}/verl-demo/primus:v26.4", _primus_base
+    ),
+    "demo702": Profile(
+        ROOT / "demo" / "pins-rocm702.toml",
+        f"{REGISTRY}/verl-demo/os:{baseimage.SUITE}",
+        _os_base,
+    ),
+}
 
 
 class Demo:
-    def __init__(self, root: Path = ROOT / ".build" / "demo") -> None:
-        self.root = root
-        self.pins = root / "pins.toml"
-        self.fills = root / "locked.json"
+    def __init__(self, profile: str = "demo", root: Path = ROOT / ".build" / "demo") -> None:
+        self.profile = PROFILES[profile]
+        self.root = root  # the upstreams and the registry, which both profiles share
+        # Each profile's pins in a folder of their own: its build records and logs beside them.
+        self.pins = root / profile / "pins.toml"
+        self.fills = self.pins.with_name("locked.json")
         self.servers: list[Files | Registry] = []
 
     def sync_pins(self) -> Path:
         """The generated pins: the template, with what `doit lock` found here (no network)."""
-        template = TEMPLATE.read_text(encoding="utf-8")
+        template = self.profile.template.read_text(encoding="utf-8")
         fills_text = self.fills.read_text() if self.fills.is_file() else "[]"
-        made_from = self.root / "pins.from"
+        made_from = self.pins.with_name("pins.from")
         source = hashlib.sha256(f"{template}\0{fills_text}".encode()).hexdigest()
         if self.pins.is_file() and made_from.is_file() and made_from.read_text() == source:
             return self.pins  # the common case, a no-op: nothing to parse
@@ -52,7 +95,7 @@ class Demo:
         fixtures.build(self.root / "fixtures")
         self.servers.append(Files(self.root / "fixtures" / "www", HTTP_PORT))
         self.servers.append(Registry(self.root / "registry", REGISTRY_PORT))
-        baseimage.ensure(engine, BASE_REF, self.root / "tmp")
+        self.profile.make_base(engine, self.profile.base, self.root)
         self.fills.unlink(missing_ok=True)
         result = lock.resolve(Run(Options(pins=str(self.sync_pins())), stages.graph(), engine))
         if result.unresolved:

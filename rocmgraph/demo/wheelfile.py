@@ -6,6 +6,7 @@ import base64
 import hashlib
 import io
 import zipfile
+from collections.abc import Mapping
 
 from packaging.utils import canonicalize_name
 
@@ -15,29 +16,28 @@ _WHEN = (2026, 1, 1, 0, 0, 0)
 def make_wheel(
     name: str,
     version: str,
-    files: dict[str, str],
+    files: Mapping[str, str | bytes],
     tag: str = "py3-none-any",
     requires: tuple[str, ...] = (),
 ) -> tuple[str, bytes]:
     """A wheel of ``files``: its file name and its bytes (stored, fixed times, sorted)."""
     dist = canonicalize_name(name).replace("-", "_")
     info = f"{dist}-{version}.dist-info"
-    members = dict(files)
+    members = {
+        path: data if isinstance(data, bytes) else data.encode() for path, data in files.items()
+    }
     members[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
         + "".join(f"Requires-Dist: {req}\n" for req in requires)
-    )
+    ).encode()
     purelib = "true" if tag.endswith("-none-any") else "false"
     members[f"{info}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: verl-rocm-graph demo\nRoot-Is-Purelib: {purelib}\n"
         f"Tag: {tag}\n"
-    )
-    record = [
-        f"{path},sha256={_b64(text.encode())},{len(text.encode())}"
-        for path, text in sorted(members.items())
-    ]
+    ).encode()
+    record = [f"{path},sha256={_b64(data)},{len(data)}" for path, data in sorted(members.items())]
     record.append(f"{info}/RECORD,,")
-    members[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    members[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for path in sorted(members):

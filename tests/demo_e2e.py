@@ -1,0 +1,139 @@
+"""The end-to-end tests' shared demo: one build of profile=demo, and how to look at images.
+
+The tests of test_e2e.py run in order on one copy of the demo's pins and share
+its build; others start from a fresh copy of the same pins (``Demo.copy``), in
+the same image namespace (verl-e2e), so that every stage whose inputs they do
+not change is the one already built. The namespace is emptied first, so the
+first build is cold whatever the machine built before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import edit_toml, need_docker, run_doit
+
+from rocmgraph.demo.profile import Demo
+
+DOCKER = "/usr/bin/docker"
+SITE = "/opt/venv/lib/python3.11/site-packages"
+
+
+@dataclass
+class E2E:
+    pins: Path
+    profile: str = "demo"
+
+    def edit(self, path: list[str], value: object) -> None:
+        self.pins.write_text(edit_toml(self.pins.read_text(), path, value))
+
+    def build(
+        self, arch: str = "gfx942", *doit: str, target: str = "build:image"
+    ) -> subprocess.CompletedProcess[str]:
+        return run_doit(
+            *doit, target, f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}"
+        )
+
+    def plan(self, arch: str = "gfx942") -> dict[str, dict[str, object]]:
+        result = run_doit(
+            "plan", f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}", "format=json"
+        )
+        assert result.returncode == 0, result.stderr
+        return {stage["name"]: stage for stage in json.loads(result.stdout)["stages"]}
+
+    def image(self, stage: str, arch: str = "gfx942") -> str:
+        """The image of one stage, as these pins key it."""
+        return str(self.plan(arch)[stage]["image"])
+
+    def log(self, stage: str) -> Path:
+        return self.pins.parent / ".build" / "logs" / f"{stage}.log"
+
+
+def docker(*args: str) -> str:
+    return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=True).stdout
+
+
+def built(result: subprocess.CompletedProcess[str]) -> set[str]:
+    """The stages this run built (doit's '.  build:x' lines; '-- build:x' is up to date)."""
+    return set(re.findall(r"^\.  build:(\w+)$", result.stdout, re.MULTILINE)) - {"image"}
+
+
+def image_ids(namespace: str = "verl-e2e") -> dict[str, str]:
+    """Stage -> image id, for the stage images of a namespace."""
+    out = docker("image", "ls", "--no-trunc", "--format", "{{.Repository}} {{.Tag}} {{.ID}}")
+    ids = {}
+    for line in out.splitlines():
+        repo, tag, image = line.split()
+        if repo.startswith(f"{namespace}/"):
+            ids[f"{repo.removeprefix(f'{namespace}/')}:{tag}"] = image
+    return ids
+
+
+def empty_namespace(namespace: str) -> None:
+    """Remove every image of ``namespace``: what is built next is built cold."""
+    stale = docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", f"{namespace}/*").split()
+    stale += docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", namespace).split()
+    if stale:
+        docker("image", "rm", "--force", *stale)
+
+
+def run_in(image: str, code: str) -> str:
+    """``code`` run by the image's Python, from / (so that a folder named like a package
+    in the working directory is not what it imports)."""
+    return docker(
+        "run", "--rm", "--network=none", "--workdir=/", image, "python", "-c", code
+    ).strip()
+
+
+def shell(image: str, script: str) -> list[str]:
+    return docker("run", "--rm", "--network=none", image, "sh", "-c", script).split()
+
+
+def labels(image: str) -> dict[str, str]:
+    return dict(
+        json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", image))
+    )
+
+
+def size(image: str) -> int:
+    return int(docker("image", "inspect", "--format", "{{.Size}}", image))
+
+
+def manifest_file(image: str, name: str) -> str:
+    return docker("run", "--rm", "--network=none", image, "cat", f"/workspace/.manifest/{name}")
+
+
+def log_lines(path: Path) -> list[str]:
+    """A stage log's lines without BuildKit's step and time prefix (``#9 0.488 ``)."""
+    text = path.read_text()
+    return [re.sub(r"^#\d+ \d+\.\d+ ", "", line).strip() for line in text.splitlines()]
+
+
+def copy_of_demo(tmp: Path, profile: str = "demo", name: str = "verl-e2e") -> E2E:
+    """A fresh copy of a demo profile's generated (locked) pins, its images named ``name``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    world = E2E(tmp / "pins.toml", profile)
+    world.pins.write_text(Demo(profile).pins.read_text())
+    world.edit(["image", "name"], name)
+    return world
+
+
+def prepare(profile: str) -> None:
+    """Fixtures, base image, locked pins of a profile: what every build of it starts from."""
+    need_docker()
+    prepared = run_doit("demo", f"profile={profile}")
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+
+
+@pytest.fixture(scope="session")
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> E2E:
+    """The shared demo of test_e2e.py: its pins, in an empty namespace."""
+    need_docker()
+    empty_namespace("verl-e2e")
+    prepare("demo")
+    return copy_of_demo(tmp_path_factory.mktemp("e2e"))

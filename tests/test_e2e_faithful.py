@@ -1,0 +1,111 @@
+"""The demo breaks where the real image breaks: each fix of issue 10 taken out, on a real engine.
+
+The demo's upstreams build as the real ones do (rocmgraph/demo/buildfiles.py):
+a tree without .git gives vLLM no version at all and SGLang a fallback one,
+and causal-conv1d's compiler takes its archs in one comma-separated flag.
+Each test takes one fix out of a fresh copy of the demo's pins and builds the
+stage that shows it, in the shared namespace (verl-e2e), so every stage whose
+inputs the copy does not change is the one test_e2e.py built; then it looks
+at what the pins as they are built.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import delete_toml
+from demo_e2e import E2E, copy_of_demo, docker, log_lines, shell
+
+# The shared demo: prepared, its namespace emptied once (the copies start from its pins).
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
+
+
+def without(tmp_path: Path, path: list[str]) -> E2E:
+    """A fresh copy of the demo's pins with the value at ``path`` gone."""
+    copy = copy_of_demo(tmp_path)
+    copy.pins.write_text(delete_toml(copy.pins.read_text(), path))
+    return copy
+
+
+def wheels(image: str) -> list[str]:
+    """The wheels a source stage built."""
+    return shell(image, "ls /dist")
+
+
+def wheel_member(image: str, wheel: str, member: str) -> str:
+    """One file of a wheel a source stage built."""
+    read = "import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode())"
+    return docker("run", "--rm", "--network=none", image, "python", "-c", read, wheel, member)
+
+
+def test_vllm_without_its_version_fails_as_setuptools_scm_does(tmp_path: Path) -> None:
+    # Item 1: vLLM's version comes from setuptools_scm with no fallback; the tree has no
+    # .git. Without VLLM_VERSION_OVERRIDE the build stops.
+    broken = without(tmp_path, ["sources", "vllm", "version_env"])
+    failed = broken.build(target="build:vllm")
+    assert failed.returncode == 1
+    lines = failed.stderr.splitlines()
+    assert lines[0] == "error: stage vllm: docker build failed (exit 1); its last lines:"
+    assert lines[-1] == f"full log: {broken.log('vllm')}"
+    assert "LookupError: setuptools-scm was unable to detect version for /src/vllm." in (
+        log_lines(broken.log("vllm"))
+    )
+    fixed = copy_of_demo(tmp_path / "fixed")
+    assert fixed.build(target="build:vllm").returncode == 0
+    (wheel,) = wheels(fixed.image("vllm"))
+    assert wheel.startswith("vllm-0.22.1rc1-")
+
+
+def test_sglang_without_its_version_builds_and_the_smoke_check_fails(tmp_path: Path) -> None:
+    # Item 2: SGLang falls back to 0.0.0.dev0 without .git, and builds. verl then takes
+    # its path for an SGLang older than 0.5.7, which imports what the pinned SGLang
+    # lacks: the image would fail at rollout. The smoke check stops it being tagged.
+    broken = without(tmp_path, ["sources", "sglang", "version_env"])
+    failed = broken.build()
+    assert failed.returncode == 1
+    assert wheels(broken.image("sglang")) == [
+        "sgl_kernel-0.3.0-py3-none-any.whl",
+        "sglang-0.0.0.dev0-py3-none-any.whl",
+        "torch_memory_saver-0.0.9-py3-none-any.whl",
+    ]
+    # Its findings go to stderr, its count to stdout: BuildKit's log may interleave them.
+    smoke = [line for line in log_lines(broken.log("manifest")) if line.startswith("smoke:")]
+    assert sorted(smoke) == sorted(
+        [
+            "smoke: sglang: 0.0.0.dev0 is installed, the pins say 0.5.15",
+            "smoke: sglang.__version__ is 0.0.0.dev0, the pins say 0.5.15",
+            "smoke: import verl: ModuleNotFoundError: No module named "
+            "'sglang.srt.entrypoints.verl_engine'",
+            "smoke: 27 checks, 3 failed",
+        ]
+    )
+    lines = failed.stderr.splitlines()
+    assert lines[0] == "error: stage manifest: docker build failed (exit 1); its last lines:"
+    assert "tagged" not in failed.stdout
+    fixed = copy_of_demo(tmp_path / "fixed")
+    assert fixed.build(target="build:sglang").returncode == 0
+    assert "sglang-0.5.15-py3-none-any.whl" in wheels(fixed.image("sglang"))
+
+
+def test_causal_conv1d_archs_joined_by_semicolons_fail_its_compile(tmp_path: Path) -> None:
+    # Item 4: causal-conv1d's setup.py passes HIP_ARCHITECTURES as one --offload-arch,
+    # which takes a comma-separated list; a ";" list is no arch the compiler knows.
+    broken = copy_of_demo(tmp_path)
+    broken.edit(["sources", "causal_conv1d", "arch_separator"], "semicolon")
+    failed = broken.build("gfx942,gfx950", target="build:causal_conv1d")
+    assert failed.returncode == 1
+    lines = failed.stderr.splitlines()
+    assert lines[0] == "error: stage causal_conv1d: docker build failed (exit 1); its last lines:"
+    assert (
+        "hipcc (demo): error: invalid offload arch 'gfx942;gfx950' in "
+        "--offload-arch=gfx942;gfx950" in log_lines(broken.log("causal_conv1d"))
+    )
+    fixed = copy_of_demo(tmp_path / "fixed")
+    assert fixed.build("gfx942,gfx950", target="build:causal_conv1d").returncode == 0
+    recorded = wheel_member(
+        fixed.image("causal_conv1d", "gfx942,gfx950"),
+        "/dist/causal_conv1d-1.5.2-py3-none-any.whl",
+        "causal_conv1d/_build.py",
+    )
+    assert recorded == "ARCHS = 'gfx942,gfx950'\n\n"

@@ -1,0 +1,47 @@
+"""End to end, the other pipeline: profile=demo702, verl's ROCm 7.0.2 recipe in miniature.
+
+From a plain OS base every stage installs: ROCm from the demo's signed apt
+repository (amd_smi pip-installed from /opt/rocm/share/amd_smi), the torch stack
+from its wheel index, Flash Attention, TransformerEngine, aiter and vLLM from
+source; no SGLang and no causal-conv1d, whose stages the profile drops. One
+cold build, in its own namespace (verl-e2e702), emptied first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from demo_e2e import built, copy_of_demo, docker, empty_namespace, prepare, run_in, shell
+
+import stages
+from rocmgraph import prune
+
+pytestmark = pytest.mark.docker
+DROPPED = {"sglang", "causal_conv1d"}
+
+
+def test_a_cold_build_of_the_702_pipeline_passes_its_smoke_check(tmp_path: Path) -> None:
+    # The manifest stage runs the smoke check: the image is tagged only when it passes.
+    empty_namespace("verl-e2e702")
+    prepare("demo702")
+    demo = copy_of_demo(tmp_path, "demo702", "verl-e2e702")
+    result = demo.build()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert built(result) == set(stages.graph().order) - DROPPED
+    image = "verl-e2e702:gfx942"
+    facts = run_in(
+        image,
+        "import vllm, verl, amdsmi, aiter, flash_attn, transformer_engine, torch;"
+        "print(vllm.__version__, verl.Engine, aiter.ARCHS, flash_attn.ARCHS, torch.__version__)",
+    )
+    assert facts == "0.22.1rc1 None gfx942 gfx942 2.12.0+rocm7.14.0.lw.git1a2b3c4d"
+    found = shell(
+        image, "cat /opt/rocm/.info/version; readlink /usr/lib/libamdhip64.so; ls /workspace"
+    )
+    assert found == ["7.14.0-70140", "/opt/rocm/lib/libamdhip64.so", "aiter", "verl", "vllm"]
+    kernels = shell(image, "find /opt/rocm -name '*gfx*'")
+    assert {prune.arch_of(path) for path in kernels} == {"gfx942"}
+    config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", image))
+    assert (config["Cmd"], config["WorkingDir"]) == (["/bin/bash"], "/workspace/verl")

@@ -29,10 +29,10 @@ import stages
 from rocmgraph import monolith
 from rocmgraph.build import pip_secret
 from rocmgraph.demo.profile import Demo
-from rocmgraph.docker import DockerEngine
 from rocmgraph.engine import BuildJob
 from rocmgraph.layout import ROOT
-from rocmgraph.render import PIP_SECRET
+from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.recipe import PIP_SECRET
 from rocmgraph.run import Options, Run
 
 NAMESPACE = "verl-bench"

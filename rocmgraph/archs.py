@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from rocmgraph.errors import VariableError, cut, shown
-from rocmgraph.prune import KNOWN_ARCHS
+from rocmgraph.inimage.prune import KNOWN_ARCHS
 
 __all__ = ["KNOWN_ARCHS", "closest", "parse_archs", "suggest", "unknown_arch_hint"]
 

@@ -19,14 +19,15 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
-from rocmgraph import patches, registry
+from rocmgraph import patches
 from rocmgraph.errors import FetchError, HashMismatch, LockError, Unchecked
 from rocmgraph.keys import digest
+from rocmgraph.outside import registry
+from rocmgraph.outside.store import Store
+from rocmgraph.outside.upstream import History
 from rocmgraph.patches import Outcome
 from rocmgraph.pins import VERSION_FROM_GIT, GitSource, format_path
 from rocmgraph.run import Run
-from rocmgraph.upstream import History
-from wheels.store import Store
 
 FULL = re.compile(r"[0-9a-f]{40}")
 

@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import stages
-from rocmgraph import context, credentials, records
+from rocmgraph import context, records
 from rocmgraph.engine import BuildJob
 from rocmgraph.lock import check_locked
-from rocmgraph.render import PIP_SECRET, parent_arg
+from rocmgraph.outside import credentials
+from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
 # The build argument of each command-line variable a stage takes (as verl's recipe names it).

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph import docs, keys, patches, registry
+from rocmgraph import docs, keys, patches
 from rocmgraph.errors import (
     Answer,
     FetchError,
@@ -35,10 +35,18 @@ from rocmgraph.errors import (
 )
 from rocmgraph.layout import ROOT
 from rocmgraph.lock import Change, apply, write
+from rocmgraph.outside import registry
+from rocmgraph.outside.upstream import (
+    Commit,
+    History,
+    compare_url,
+    github_repo,
+    merged_pr,
+    moved_to,
+)
 from rocmgraph.patches import Outcome
 from rocmgraph.pins import GitSource, Pins, format_path, loads
 from rocmgraph.run import Options, Run
-from rocmgraph.upstream import Commit, History, compare_url, github_repo, merged_pr, moved_to
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from rocmgraph.expand import expand
 from rocmgraph.layout import DOCKER, ROOT
 from rocmgraph.patches import read_patch
 from rocmgraph.pins import Pins
-from rocmgraph.render import render
+from rocmgraph.recipe import render
 from rocmgraph.run import Run
 
 DIFFERENCES = DOCKER / "differences.toml"

@@ -19,10 +19,10 @@ from pathlib import Path
 from rocmgraph import keys, patches, provenance
 from rocmgraph.errors import FetchError, LockError
 from rocmgraph.layout import ROOT
+from rocmgraph.outside.sources import copy_tree
 from rocmgraph.pins import KeyedRepo
-from rocmgraph.render import render
+from rocmgraph.recipe import render
 from rocmgraph.run import Run
-from rocmgraph.sources import copy_tree
 from wheels import index
 
 

@@ -61,7 +61,7 @@ def source_stage(name: str, doc: str, sources: tuple[str, ...] = ()) -> Stage:
         parents=("wheels",),
         reads=(*reads, ("build", "max_jobs"), ("base", "provides")),
         recipe="source-wheel.Dockerfile.j2",
-        files=("docker/files/verify_dists.py",),
+        files=("rocmgraph/inimage/verify_dists.py",),
         arch_dependent=True,
         optional=True,
     )

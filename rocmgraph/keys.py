@@ -22,7 +22,7 @@ from rocmgraph.errors import GraphError, PinsError
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
 from rocmgraph.pins import Pins, format_path, is_under, select
-from rocmgraph.render import render
+from rocmgraph.recipe import render
 
 # Bump when the meaning of an input changes, so old keys cannot collide.
 SCHEMA = 1

@@ -18,12 +18,12 @@ from typing import Any
 
 import tomlkit
 
-from rocmgraph import apt, registry
 from rocmgraph.errors import Answer, FetchError, LockError
 from rocmgraph.fsutil import atomic_write_text
+from rocmgraph.outside import apt, registry
+from rocmgraph.outside.upstream import History
 from rocmgraph.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
 from rocmgraph.run import Run
-from rocmgraph.upstream import History
 from wheels import index, pypi
 
 

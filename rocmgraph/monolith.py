@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from rocmgraph import context
-from rocmgraph.render import parent_arg, render
+from rocmgraph.recipe import parent_arg, render
 from rocmgraph.run import Run
 
 _ARG = re.compile(r"^ARG ([A-Z0-9_]+)_IMAGE\n", re.MULTILINE)

@@ -26,11 +26,11 @@ from enum import StrEnum
 from pathlib import Path
 
 from rocmgraph.errors import PatchError
-from rocmgraph.git import git
 from rocmgraph.layout import ROOT
+from rocmgraph.outside.git import git
+from rocmgraph.outside.proc import CommandFailed
+from rocmgraph.outside.sources import SourceCache
 from rocmgraph.pins import GitSource
-from rocmgraph.proc import CommandFailed
-from rocmgraph.sources import SourceCache
 
 _PR = re.compile(r"https://github\.com/([^/\s]+/[^/\s]+)/pull/(\d+)")
 _FILE = re.compile(r"^\+\+\+ b/(\S+)|^--- a/(\S+)", re.MULTILINE)

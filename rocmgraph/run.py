@@ -14,15 +14,15 @@ from pathlib import Path
 from rocmgraph import keys as keys_
 from rocmgraph import pins as pins_
 from rocmgraph.archs import parse_archs
-from rocmgraph.docker import DockerEngine
 from rocmgraph.engine import Engine
 from rocmgraph.graph import Graph
-from rocmgraph.http import Http
 from rocmgraph.keys import StageKey
 from rocmgraph.layout import default_cache
+from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.sources import Mirrors, SourceCache
+from rocmgraph.outside.store import Store
 from rocmgraph.pins import Pins
-from rocmgraph.sources import Mirrors, SourceCache
-from wheels.store import Store
 
 
 @dataclass(frozen=True)

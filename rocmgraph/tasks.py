@@ -32,14 +32,14 @@ from rocmgraph import (
     lock,
     patch_status,
     plan,
-    render,
+    recipe,
 )
 from rocmgraph.archs import closest, parse_archs
 from rocmgraph.demo import profile as demo_profile
-from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
 from rocmgraph.graph import Stage
 from rocmgraph.layout import ROOT
+from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
 
@@ -347,7 +347,7 @@ def dockerfile_tasks(options: Options) -> Iterator[Task]:
 
         def show(name: str = stage.name) -> None:
             run = run_for(options)
-            print(render.render(_in_profile(run, name), run.pins, run.archs), end="")
+            print(recipe.render(_in_profile(run, name), run.pins, run.archs), end="")
 
         yield {
             "basename": "dockerfile",

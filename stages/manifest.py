@@ -1,7 +1,7 @@
 """manifest: the smoke check, /workspace/.manifest (env, pip list, dpkg -l, version,
 build.json) and labels.
 
-The smoke check (docker/files/smoke.py) fails the build unless every package the
+The smoke check (rocmgraph/inimage/smoke.py) fails the build unless every package the
 pins name is installed at its pinned version and imports, and the runtime
 environment holds the pinned values. build.json is this build's provenance:
 every stage with its key, the pins it read, its image id and build time, the
@@ -35,7 +35,7 @@ STAGE = Stage(
         ("links",),
     ),
     recipe="manifest.Dockerfile.j2",
-    files=("rocmgraph/manifest.py", "docker/files/smoke.py"),
+    files=("rocmgraph/inimage/manifest.py", "rocmgraph/inimage/smoke.py"),
     arch_dependent=True,
     fetches=("provenance",),
     variables=(("commit_tag", "DEV"),),

@@ -5,7 +5,7 @@ pruned image is flattened into one layer, keeping its configuration; the
 build-only variables the base stage sets (for apt and ccache) are left out
 there, so they never reach the runtime image. The pinned cleanup (leftovers of
 the base image) happens here too, for the same reason. The classifier
-(rocmgraph/prune.py) runs inside the image and reports the files and bytes
+(rocmgraph/inimage/prune.py) runs inside the image and reports the files and bytes
 removed, in /workspace/.manifest/prune.json.
 """
 
@@ -27,7 +27,7 @@ STAGE = Stage(
     parents=("assemble",),
     reads=(("prune",), ("cleanup",), ("base", "workdir")),
     recipe="prune.Dockerfile.j2",
-    files=("rocmgraph/prune.py",),
+    files=("rocmgraph/inimage/prune.py",),
     arch_dependent=True,
     flatten=True,
     drop_env=BUILD_ONLY_ENV,

@@ -13,6 +13,6 @@ STAGE = Stage(
     parents=("base",),
     reads=(("rocm",), ("base", "provides")),
     recipe="rocm.Dockerfile.j2",
-    files=("docker/apt.j2", "docker/files/verify_rocm.py"),
+    files=("docker/apt.j2", "rocmgraph/inimage/verify_rocm.py"),
     fetches=("rocm_key",),
 )

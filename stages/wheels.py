@@ -13,6 +13,6 @@ STAGE = Stage(
     parents=("rocm",),
     reads=(("wheels",), ("base", "provides")),
     recipe="wheels.Dockerfile.j2",
-    files=("docker/files/verify_dists.py",),
+    files=("rocmgraph/inimage/verify_dists.py",),
     fetches=("wheels",),
 )

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import tomli
 
-from rocmgraph.http import Http
 from rocmgraph.layout import default_cache
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.store import Store
 from wheels import pypi
-from wheels.store import Store
 
 HERE = Path(__file__).parent / "corpus"
 

@@ -7,9 +7,9 @@ import gzip
 import pytest
 from servers import LoopbackServer, Route
 
-from rocmgraph import apt
 from rocmgraph.errors import FetchError
-from rocmgraph.http import Http
+from rocmgraph.outside import apt
+from rocmgraph.outside.http import Http
 from rocmgraph.pins import AptRepo
 
 INDEX = """\

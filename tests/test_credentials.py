@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmgraph.credentials import netrc_path, with_login
 from rocmgraph.errors import FetchError
+from rocmgraph.outside.credentials import netrc_path, with_login
 
 
 def test_the_login_of_the_urls_host_is_added(tmp_path: Path) -> None:

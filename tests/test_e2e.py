@@ -34,8 +34,9 @@ from demo_e2e import (
 
 import rocmgraph
 import stages
-from rocmgraph import pins, prune
+from rocmgraph import pins
 from rocmgraph.demo.profile import Demo
+from rocmgraph.inimage import prune
 
 pytestmark = pytest.mark.docker
 GRAPH = stages.graph()

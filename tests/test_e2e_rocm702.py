@@ -16,7 +16,7 @@ import pytest
 from demo_e2e import built, copy_of_demo, docker, empty_namespace, prepare, run_in, shell
 
 import stages
-from rocmgraph import prune
+from rocmgraph.inimage import prune
 
 pytestmark = pytest.mark.docker
 DROPPED = {"sglang", "causal_conv1d"}

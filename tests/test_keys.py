@@ -92,7 +92,7 @@ def mutated(leaf: Leaf) -> Any:
             return list(value[1:])
         extras = {
             kinds.ARCH: "gfx90a",
-            kinds.REPO_FILE: "docker/files/verify_dists.py",
+            kinds.REPO_FILE: "rocmgraph/inimage/verify_dists.py",
             kinds.ENV_NAME: "EXTRA_ARCHS",
             kinds.PRUNE_DIR: "/opt/extra",
             kinds.PATH_GLOB: "/opt/extra/*.whl",
@@ -207,7 +207,7 @@ def test_a_changed_recipe_file_changes_its_stage(
     for name in {name for stage in GRAPH for name in keys.recipe_files(stage, REAL)}:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, tmp_path / name)
-    helper = tmp_path / "docker" / "files" / "verify_dists.py"
+    helper = tmp_path / "rocmgraph" / "inimage" / "verify_dists.py"
     helper.write_text(helper.read_text() + "# one more line\n")
     monkeypatch.setattr(keys, "ROOT", tmp_path)
     after = all_keys(REAL)

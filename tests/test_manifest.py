@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rocmgraph import manifest
-from rocmgraph.docker import Redactor
+from rocmgraph.inimage import manifest
+from rocmgraph.outside.docker import Redactor
 
 
 def test_secret_looking_values_are_redacted_in_env_txt() -> None:

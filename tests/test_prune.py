@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmgraph import prune
+from rocmgraph.inimage import prune
 
 # Real names from ROCm's libraries (rocBLAS, hipBLASLt, hipSPARSELt, MIOpen), and the arch each is for.
 NAMES = {

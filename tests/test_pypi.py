@@ -10,7 +10,7 @@ from servers import LoopbackServer, Route
 from world import release_history
 
 from rocmgraph.errors import FetchError
-from rocmgraph.http import Http
+from rocmgraph.outside.http import Http
 from wheels.pypi import PYPI_ENV, Release, Unpacked, choose, newest, unpack
 
 NAME = "megatron_core-0.18.0"

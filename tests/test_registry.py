@@ -8,9 +8,9 @@ import pytest
 from conftest import need
 from servers import Registry
 
-from rocmgraph import registry
 from rocmgraph.errors import FetchError
-from rocmgraph.http import Http
+from rocmgraph.outside import registry
+from rocmgraph.outside.http import Http
 
 
 def test_the_digest_a_tag_points_to_now(tmp_path: Path) -> None:

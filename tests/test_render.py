@@ -11,7 +11,7 @@ import stages
 from rocmgraph import pins
 from rocmgraph.errors import PinsError, RenderError
 from rocmgraph.graph import Stage
-from rocmgraph.render import render
+from rocmgraph.recipe import render
 
 GRAPH = stages.graph()
 REAL = pins.load(PINS)

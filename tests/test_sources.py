@@ -21,8 +21,8 @@ from servers import (
 
 from rocmgraph import pins
 from rocmgraph.errors import FetchError
+from rocmgraph.outside.sources import Mirrors, SourceCache
 from rocmgraph.pins import GitSource
-from rocmgraph.sources import Mirrors, SourceCache
 
 UPSTREAM = "https://example.invalid/vllm.git"  # never contacted: a mirror stands in
 

@@ -8,9 +8,9 @@ import pytest
 from servers import GitHttpServer, commit, failing_upstream, git, make_repo, many_files
 
 from rocmgraph.errors import FetchError
+from rocmgraph.outside.sources import SourceCache
+from rocmgraph.outside.upstream import Commit, History, github_repo, merged_pr, moved_to
 from rocmgraph.pins import GitSource
-from rocmgraph.sources import SourceCache
-from rocmgraph.upstream import Commit, History, github_repo, merged_pr, moved_to
 
 
 def listing(root: Path) -> dict[str, int]:

@@ -12,10 +12,10 @@ from packaging.version import Version
 from servers import LoopbackServer, Route
 
 from rocmgraph.errors import FetchError
-from rocmgraph.http import Http
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.store import Store
 from rocmgraph.pins import Wheel
 from wheels import index
-from wheels.store import Store
 
 TORCH_A = "torch-2.12.0+rocm7.14.0.lw.git1a2b3c4d-cp312-cp312-linux_x86_64.whl"
 TORCH_B = "torch-2.12.0+rocm7.14.0.lw.git5e6f7a8b-cp312-cp312-linux_x86_64.whl"

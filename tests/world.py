@@ -25,9 +25,10 @@ from packaging.utils import canonicalize_name
 from servers import LoopbackServer, Route, closed_url, commit, git, make_repo
 
 import stages
-from rocmgraph import apt, patches, pins
+from rocmgraph import patches, pins
+from rocmgraph.outside import apt
+from rocmgraph.outside.registry import Reference
 from rocmgraph.pins import PinPath
-from rocmgraph.registry import Reference
 from rocmgraph.run import Options, Run
 
 PINS_702 = ROOT / "pins-rocm702.toml"

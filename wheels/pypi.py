@@ -31,8 +31,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from rocmgraph.errors import FetchError, HashMismatch
-from rocmgraph.http import Http
-from wheels.store import Store
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.store import Store
 
 PYPI_ENV = "VERL_GRAPH_PYPI"  # a PyPI JSON API mirror, e.g. http://127.0.0.1:8080/pypi
 _SDIST = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")

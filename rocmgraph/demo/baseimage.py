@@ -12,8 +12,8 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from rocmgraph import proc
-from rocmgraph.docker import DockerEngine
+from rocmgraph.outside import proc
+from rocmgraph.outside.docker import DockerEngine
 
 SUITE = "bookworm"
 INCLUDE = ("ca-certificates", "git", "python3", "python3-venv")

@@ -23,11 +23,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmgraph import proc
-from rocmgraph.demo import primus, rocmfiles, sources
+from rocmgraph.demo import primus, rocmfiles, upstreams
 from rocmgraph.demo.wheelfile import make_wheel
-from rocmgraph.git import git
 from rocmgraph.layout import ROOT
+from rocmgraph.outside import proc
+from rocmgraph.outside.git import git
 
 ROCM_VERSION = "7.14.0.70140-1"
 # Build tools, fetched from PyPI on the host, once: setuptools_scm gives vLLM and SGLang
@@ -104,7 +104,7 @@ def build(root: Path) -> Built:
 
 def _git(root: Path, served: Path) -> dict[str, list[str]]:
     commits = {}
-    for name, history in sources.histories().items():
+    for name, history in upstreams.histories().items():
         work = root / "work" / name
         work.mkdir(parents=True)
         git("init", "--quiet", "--initial-branch=main", str(work), env=_IDENTITY)
@@ -160,7 +160,7 @@ def _package_index(root: Path, www: Path) -> None:
         file, data = make_wheel(name, version, {f"{module}/__init__.py": f'"""{name}."""\n'},
                                 requires=requires)  # fmt: skip
         (files / file).write_bytes(data)
-    file, data = make_wheel("megatron-core", "0.18.0", sources.megatron_files())
+    file, data = make_wheel("megatron-core", "0.18.0", upstreams.megatron_files())
     (files / file).write_bytes(data)
     release = [{"filename": file, "url": f"../../packages/{file}",
                 "digests": {"sha256": hashlib.sha256(data).hexdigest()}}]  # fmt: skip

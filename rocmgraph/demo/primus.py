@@ -22,10 +22,10 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from rocmgraph.demo import buildfiles, rocmfiles, sources
+from rocmgraph.demo import buildfiles, rocmfiles, upstreams
 from rocmgraph.demo.wheelfile import make_wheel
-from rocmgraph.docker import DockerEngine
 from rocmgraph.engine import BuildJob
+from rocmgraph.outside.docker import DockerEngine
 
 SDK_VERSION = "7.14.0"  # TheRock's rocm-sdk packages, as rocm/primus v26.4 has them
 BUILT_FOR = "gfx942;gfx950"  # the archs primus built its Flash Attention, TE and aiter for
@@ -61,7 +61,7 @@ def _own_wheels() -> list[tuple[str, bytes]]:
         for dist, files in rocmfiles.sdk_files(SDK_VERSION).items()
     ]
     for source in PREBUILT:
-        package, version, _ = sources.RECORDING[source]
+        package, version, _ = upstreams.RECORDING[source]
         init = f"{package}/__init__.py"
         files = {
             init: buildfiles.recording_package(package, package, version, "")[init],
@@ -75,7 +75,7 @@ def _leftovers(left: Path, wheels: Path) -> None:
     """Files at their paths below /: the source trees primus built from, and its leftovers."""
     trees = {"workspace/aiter": "aiter", "workspace/TransformerEngine": "transformer_engine"}
     for where, source in trees.items():
-        for path, text in sources.recorded(source)[1].items():
+        for path, text in upstreams.recorded(source)[1].items():
             (left / where / path).parent.mkdir(parents=True, exist_ok=True)
             (left / where / path).write_text(text)
     for path, size in LEFTOVERS.items():
@@ -86,7 +86,7 @@ def _leftovers(left: Path, wheels: Path) -> None:
 
 
 def dockerfile(rootfs: str) -> str:
-    aiter_env = f'{sources.RECORDING["aiter"][2]}="{BUILT_FOR}"'
+    aiter_env = f'{upstreams.RECORDING["aiter"][2]}="{BUILT_FOR}"'
     return f"""# The demo's rocm/primus v26.4 (rocmgraph/demo/primus.py).
 FROM {rootfs}
 ENV VIRTUAL_ENV=/opt/venv \\

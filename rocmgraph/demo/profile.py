@@ -26,10 +26,10 @@ import stages
 from rocmgraph import lock
 from rocmgraph.demo import baseimage, fixtures, primus
 from rocmgraph.demo.serve import Files, Registry
-from rocmgraph.docker import DockerEngine
 from rocmgraph.errors import LockError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.layout import ROOT
+from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.run import Options, Run
 
 HTTP_PORT = 38470

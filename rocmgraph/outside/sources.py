@@ -29,9 +29,9 @@ from pathlib import Path
 
 from rocmgraph.errors import FetchError
 from rocmgraph.fsutil import build_dir
-from rocmgraph.git import git
+from rocmgraph.outside.git import git
+from rocmgraph.outside.proc import CommandFailed
 from rocmgraph.pins import GitSource, Pins
-from rocmgraph.proc import CommandFailed
 
 MIRRORS_ENV = "VERL_GRAPH_MIRRORS"
 FULL_COMMIT = re.compile(r"[0-9a-f]{40}")

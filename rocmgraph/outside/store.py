@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmgraph.errors import HashMismatch
-from rocmgraph.http import Http
+from rocmgraph.outside.http import Http
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from packaging.version import InvalidVersion, Version
 
 from rocmgraph.errors import FetchError
 from rocmgraph.fsutil import build_dir
-from rocmgraph.git import git
+from rocmgraph.outside.git import git
+from rocmgraph.outside.proc import CommandFailed
+from rocmgraph.outside.sources import SourceCache, git_reason
 from rocmgraph.pins import GitSource
-from rocmgraph.proc import CommandFailed
-from rocmgraph.sources import SourceCache, git_reason
 
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 # git's titles for a revert, and for a revert of a revert; a squash merge adds " (#N)".

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from rocmgraph import proc
+from rocmgraph.outside import proc
 
 # Never prompt for credentials, speak C so messages can be matched, and give up
 # on a transfer that stalls rather than hang a build.

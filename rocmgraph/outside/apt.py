@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Mapping
 
 from rocmgraph.errors import FetchError
-from rocmgraph.http import Http
+from rocmgraph.outside.http import Http
 from rocmgraph.pins import AptRepo
 
 

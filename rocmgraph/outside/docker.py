@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph import imageconfig, manifest, proc
+from rocmgraph import imageconfig
 from rocmgraph.engine import BuildJob
 from rocmgraph.errors import EngineError
-from rocmgraph.proc import CommandFailed, CommandMissing
+from rocmgraph.inimage import manifest
+from rocmgraph.outside import proc
+from rocmgraph.outside.proc import CommandFailed, CommandMissing
 
 DOCKER_ENV = "VERL_GRAPH_DOCKER"
 NETWORK_ENV = "VERL_GRAPH_NETWORK"

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 
 from rocmgraph.errors import FetchError
-from rocmgraph.http import Http
 from rocmgraph.kinds import is_loopback
+from rocmgraph.outside.http import Http
 
 _ACCEPT = ", ".join(
     [

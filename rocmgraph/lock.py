@@ -20,11 +20,11 @@ import tomlkit
 
 from rocmgraph.errors import Answer, FetchError, LockError
 from rocmgraph.fsutil import atomic_write_text
-from rocmgraph.outside import apt, registry
+from rocmgraph.outside import apt, pypi, registry
 from rocmgraph.outside.upstream import History
 from rocmgraph.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
 from rocmgraph.run import Run
-from wheels import index, pypi
+from wheels import index
 
 
 @dataclass(frozen=True)
@@ -159,14 +159,7 @@ def _packages(run: Run, result: Result) -> None:
 
 def _wheel(run: Run, name: str, wheel: Wheel, result: Result) -> None:
     file = wheel.file or result.attempt(
-        ("wheels", name, "file"),
-        "",
-        lambda: index.resolve(
-            name,
-            wheel,
-            index.listing(run.http.get_text(wheel.index), wheel.index),
-            run.pins.python.version,
-        ),
+        ("wheels", name, "file"), "", lambda: _listed_file(run, name, wheel)
     )
     if file and not wheel.sha256:
         url = index.file_url(wheel.index, file)
@@ -175,6 +168,15 @@ def _wheel(run: Run, name: str, wheel: Wheel, result: Result) -> None:
             "",
             lambda: run.store.fetch(url, file, "", f"wheel {name}").sha256,
         )
+
+
+def _listed_file(run: Run, name: str, wheel: Wheel) -> str:
+    """The file of the index that ``[wheels.<name>]`` means."""
+    listing = index.listing(run.http.get_text(wheel.index), wheel.index)
+    try:
+        return index.resolve(name, wheel, listing, run.pins.python.version)
+    except index.Unresolved as exc:
+        raise FetchError(str(exc)) from None
 
 
 def apply(text: str, changes: list[Change]) -> str:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from rocmgraph import patches
 from rocmgraph.errors import FetchError, PatchError, Unchecked
+from rocmgraph.outside import pypi
 from rocmgraph.patches import Outcome
 from rocmgraph.run import Run
-from wheels import pypi
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from rocmgraph import kinds
 from rocmgraph.archs import suggest
 from rocmgraph.errors import PinsError, cut, shown
 from rocmgraph.kinds import Kind
-from wheels.names import WheelName
+from wheels.names import PLATFORMS, Misfit, WheelName, interpreter
 
 PinPath = tuple[str, ...]
 Scalar = str | int | bool
@@ -595,12 +595,35 @@ def _check_relations(pins: Pins) -> None:
         parsed = WheelName.parse(wheel.file)  # None for "": not locked yet
         misfit = parsed.misfit(name, wheel.version, pins.python.version) if parsed else None
         if misfit:
+            problem, fix = _misfit_text(misfit, name, wheel.version, pins.python.version)
             raise PinsError(
                 pins.file,
                 format_path(("wheels", name, "file")),
-                f"{shown(wheel.file)} {misfit.problem}",
-                misfit.fix,
+                f"{shown(wheel.file)} {problem}",
+                fix,
             )
+
+
+def _misfit_text(misfit: Misfit, name: str, version: str, python: str) -> tuple[str, str]:
+    """What is wrong with a pinned wheel file, and what to pin instead (every part cut, as
+    it may be long)."""
+    name, found, version = cut(name), cut(misfit.found), cut(version)
+    if misfit.part == "project":
+        return (
+            f"is a wheel of {found}, not of {name}",
+            f"pin a {name} wheel here, or this one in [wheels.{found}]",
+        )
+    if misfit.part == "version":
+        return (
+            f"is {name} {found}, but [wheels.{name}].version is {version}",
+            f'pin a file of {version}, or set version = "{cut(misfit.fitting)}"',
+        )
+    if misfit.part == "python":
+        return (
+            f"is for {found}, but [python].version is {python}",
+            f"pin the {interpreter(python)} build",
+        )
+    return f"is for {found}, not linux x86_64", f"pin a {PLATFORMS} build"
 
 
 # ---------------------------------------------------------------- flat view

@@ -13,9 +13,9 @@ from pathlib import Path
 import tomli
 
 from rocmgraph.layout import default_cache
+from rocmgraph.outside import pypi
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.store import Store
-from wheels import pypi
 
 HERE = Path(__file__).parent / "corpus"
 

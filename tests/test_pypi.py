@@ -11,7 +11,8 @@ from world import release_history
 
 from rocmgraph.errors import FetchError
 from rocmgraph.outside.http import Http
-from wheels.pypi import PYPI_ENV, Release, Unpacked, choose, newest, unpack
+from rocmgraph.outside.pypi import PYPI_ENV, Unpacked, newest, unpack
+from wheels.pypi import Release, choose
 
 NAME = "megatron_core-0.18.0"
 

@@ -60,7 +60,7 @@ def test_a_pinned_file_resolves_to_itself_beside_other_builds() -> None:
 
 def test_two_builds_of_one_version_are_never_guessed_between() -> None:
     files = index.listing(PAGE, "https://x.example/")
-    with pytest.raises(FetchError) as caught:
+    with pytest.raises(index.Unresolved) as caught:
         index.resolve("torch", wheel(), files, "3.12")
     assert str(caught.value) == (
         "[wheels.torch]: 2 builds of torch 2.12.0 are listed in "
@@ -77,7 +77,7 @@ def test_one_build_for_this_python_resolves() -> None:
 
 def test_no_match_and_unlisted_file_are_one_line() -> None:
     files = index.listing(PAGE, "https://x.example/")
-    with pytest.raises(FetchError) as caught:
+    with pytest.raises(index.Unresolved) as caught:
         index.resolve("torch", wheel("2.13.0"), files, "3.12")
     assert str(caught.value) == (
         "[wheels.torch]: no wheel of torch 2.13.0 for cp312 x86_64 is listed in "
@@ -85,7 +85,7 @@ def test_no_match_and_unlisted_file_are_one_line() -> None:
         "2.12.0+rocm7.14.0.lw.git1a2b3c4d, 2.12.0+rocm7.14.0.lw.git5e6f7a8b; "
         "pin one in [wheels.torch].version"
     )
-    with pytest.raises(FetchError) as caught:
+    with pytest.raises(index.Unresolved) as caught:
         index.resolve("torch", wheel(file="torch-9-cp312-cp312-linux_x86_64.whl"), files, "3.12")
     assert str(caught.value) == (
         "[wheels.torch].file torch-9-cp312-cp312-linux_x86_64.whl is not listed in "
@@ -150,7 +150,7 @@ NOT_FOUND = {
 @pytest.mark.parametrize("case", sorted(NOT_FOUND))
 def test_not_found_lists_the_nearest_versions_published(case: str) -> None:
     asked, listed = NOT_FOUND[case]
-    with pytest.raises(FetchError) as caught:
+    with pytest.raises(index.Unresolved) as caught:
         index.resolve("torch", wheel(asked, idx=INDEX_702), FILES_702, "3.12")
     assert str(caught.value) == (
         f"[wheels.torch]: no wheel of torch {asked} for cp312 x86_64 is listed in {INDEX_702}; "
@@ -159,7 +159,7 @@ def test_not_found_lists_the_nearest_versions_published(case: str) -> None:
 
 
 def test_not_found_where_nothing_of_it_runs_says_so() -> None:
-    with pytest.raises(FetchError) as caught:
+    with pytest.raises(index.Unresolved) as caught:
         index.resolve("torch", wheel("2.8.0", idx=INDEX_702), FILES_702, "3.13")
     assert str(caught.value) == (
         f"[wheels.torch]: no wheel of torch 2.8.0 for cp313 x86_64 is listed in {INDEX_702}; "

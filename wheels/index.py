@@ -9,13 +9,12 @@ lock``) and refuses to guess between several builds.
 from __future__ import annotations
 
 from html.parser import HTMLParser
+from typing import Protocol
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rocmgraph.errors import FetchError
-from rocmgraph.pins import Wheel
 from wheels.names import WheelName, interpreter, version_fits
 
 
@@ -47,7 +46,23 @@ def file_url(index_url: str, file: str) -> str:
     return urljoin(index_url if index_url.endswith("/") else index_url + "/", quote(file))
 
 
-def resolve(name: str, wheel: Wheel, files: dict[str, str], python: str) -> str:
+class Pin(Protocol):
+    """What a wheel pin says (rocmgraph.pins.Wheel is one)."""
+
+    @property
+    def index(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def file(self) -> str: ...
+
+
+class Unresolved(Exception):
+    """No one file of the listing is the wheel the pin means: the message says why and what
+    to pin."""
+
+
+def resolve(name: str, wheel: Pin, files: dict[str, str], python: str) -> str:
     """The one file of ``files`` that the pin ``[wheels.<name>]`` means, for Python ``3.12``.
 
     A version without a local part (``2.12.0``) resolves to the one build of it; a full
@@ -56,10 +71,10 @@ def resolve(name: str, wheel: Wheel, files: dict[str, str], python: str) -> str:
     where = f"[wheels.{name}]"
     if wheel.file:
         if wheel.file not in files:
-            raise FetchError(f"{where}.file {wheel.file} is not listed in {wheel.index}")
+            raise Unresolved(f"{where}.file {wheel.file} is not listed in {wheel.index}")
         return wheel.file
     if not wheel.version:
-        raise FetchError(f"{where}: neither file nor version is pinned; pin the version first")
+        raise Unresolved(f"{where}: neither file nor version is pinned; pin the version first")
     pinned = Version(wheel.version)
     builds = [
         parsed
@@ -74,12 +89,12 @@ def resolve(name: str, wheel: Wheel, files: dict[str, str], python: str) -> str:
             if published
             else f"; it lists no {name} wheel for {interpreter(python)} x86_64"
         )
-        raise FetchError(
+        raise Unresolved(
             f"{where}: no wheel of {name} {wheel.version} for {interpreter(python)} x86_64 "
             f"is listed in {wheel.index}{found}"
         )
     if len(matches) > 1:
-        raise FetchError(
+        raise Unresolved(
             f"{where}: {len(matches)} builds of {name} {wheel.version} are listed in "
             f"{wheel.index}: {', '.join(matches)}; pin the one you mean in {where}.file"
         )

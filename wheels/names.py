@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from packaging.tags import Tag
 from packaging.utils import (
@@ -23,8 +24,6 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from packaging.version import Version
-
-from rocmgraph.errors import cut
 
 _PLATFORM = re.compile(r"(many)?linux[0-9_]*_x86_64|any")
 PLATFORMS = "linux_x86_64, manylinux_*_x86_64 or any"
@@ -54,38 +53,26 @@ class WheelName:
 
     def misfit(self, name: str, version: str, python: str) -> Misfit | None:
         """Why this is not the wheel ``[wheels.<name>]`` with ``version`` (may be "") means
-        for Python ``python``, or None when it is. Every part is cut, as it may be long."""
+        for Python ``python``, or None when it is."""
         if self.project != canonicalize_name(name):
-            name, project = cut(name), cut(self.project)
-            return Misfit(
-                f"is a wheel of {project}, not of {name}",
-                f"pin a {name} wheel here, or this one in [wheels.{project}]",
-            )
+            return Misfit("project", self.project)
         if version and not version_fits(self.version, Version(version)):
             fitting = self.version if Version(version).local else self.version.public
-            name, version, found = cut(name), cut(version), cut(str(self.version))
-            return Misfit(
-                f"is {name} {found}, but [wheels.{name}].version is {version}",
-                f'pin a file of {version}, or set version = "{cut(str(fitting))}"',
-            )
+            return Misfit("version", str(self.version), str(fitting))
         if not any(_fits_python(tag, python) for tag in self.tags):
-            found = cut(", ".join(sorted({tag.interpreter for tag in self.tags})))
-            return Misfit(
-                f"is for {found}, but [python].version is {python}",
-                f"pin the {interpreter(python)} build",
-            )
+            return Misfit("python", ", ".join(sorted({tag.interpreter for tag in self.tags})))
         if not self.runs_on(python):
-            found = cut(", ".join(sorted({tag.platform for tag in self.tags})))
-            return Misfit(f"is for {found}, not linux x86_64", f"pin a {PLATFORMS} build")
+            return Misfit("platform", ", ".join(sorted({tag.platform for tag in self.tags})))
         return None
 
 
 @dataclass(frozen=True)
 class Misfit:
-    """What is wrong with a wheel for a pin, and what to pin instead."""
+    """Which part of a wheel's name does not fit its pin, and what the name says there."""
 
-    problem: str
-    fix: str
+    part: Literal["project", "version", "python", "platform"]
+    found: str  # the project, the version, the interpreters or the platforms
+    fitting: str = ""  # for "version": the version pin this file would fit
 
 
 def version_fits(found: Version, pinned: Version) -> bool:

@@ -21,17 +21,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import tomlkit
 
 import stages
-from rocmgraph import monolith
+from rocmgraph import monolith, pinsedit
 from rocmgraph.build import pip_secret
-from rocmgraph.demo.profile import Demo
+from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.engine import BuildJob
 from rocmgraph.layout import ROOT
-from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.outside import Outside
 from rocmgraph.recipe import PIP_SECRET
 from rocmgraph.run import Options, Run
 
@@ -60,13 +57,8 @@ def doit(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def edit(pins: Path, path: list[str], value: object) -> None:
-    document = tomlkit.parse(pins.read_text())
-    node: Any = document
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    pins.write_text(tomlkit.dumps(document))
+def edit(pins: Path, path: list[str], value: str) -> None:
+    pinsedit.write(pins, [pinsedit.Change(tuple(path), "", value)])
 
 
 def image_mb(ref: str) -> str:
@@ -87,10 +79,11 @@ def graph_build(pins: Path, arch: str) -> tuple[float, int]:
 def monolith_build(pins: Path, arch: str, work: Path) -> tuple[float, int]:
     started = time.monotonic()
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
-    context = monolith.prepare(run, work / "context")
+    outside = Outside(logs=work / "logs", network="host")
+    context = monolith.prepare(run, outside.engine, outside, work / "context")
     log = work / "monolith.out"
     with log.open("w") as out, pip_secret(run.pins.python.index) as pip_conf:
-        engine = DockerEngine.connect(work / "logs", "host")
+        engine = outside.docker
         engine.out = out
         engine.build(
             BuildJob(
@@ -137,12 +130,12 @@ def main() -> None:
         for kind in ("graph", "monolith"):
             pins = Path(scratch) / kind / "pins.toml"
             pins.parent.mkdir()
-            pins.write_text(Demo().pins.read_text())
+            pins.write_text(pins_path("demo").read_text())
             edit(pins, ["image", "name"], NAMESPACE)
             forget_everything()
-            demo = Demo()
+            demo = Demo(stages.graph())
             if kind == "monolith":  # doit serves the demo for the graph; here, we do
-                demo.start(DockerEngine.connect(pins.parent / "logs", "host"))
+                demo.start(Outside(logs=pins.parent / "logs", network="host"))
             try:
                 for name, arch, change in scenarios:
                     change(pins)
@@ -167,7 +160,7 @@ def main() -> None:
 def _second_commit(source: str) -> str:
     import json
 
-    built = json.loads((Demo().root / "fixtures" / "built.json").read_text())
+    built = json.loads((DEMO_ROOT / "fixtures" / "built.json").read_text())
     return str(built["commits"][source][1])
 
 

@@ -22,11 +22,13 @@ from dataclasses import asdict, dataclass, field
 from rocmgraph import patches
 from rocmgraph.errors import FetchError, HashMismatch, LockError, Unchecked
 from rocmgraph.keys import digest
-from rocmgraph.outside import registry
+from rocmgraph.outside import Outside, registry
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.sources import SourceCache
 from rocmgraph.outside.store import Store
 from rocmgraph.outside.upstream import History
 from rocmgraph.patches import Outcome
-from rocmgraph.pins import VERSION_FROM_GIT, GitSource, format_path
+from rocmgraph.pins import VERSION_FROM_GIT, GitSource, Pins, format_path
 from rocmgraph.run import Run
 
 FULL = re.compile(r"[0-9a-f]{40}")
@@ -51,19 +53,20 @@ class Row:
 # ---------------------------------------------------------------- pins
 
 
-def audit_pins(run: Run) -> list[Row]:
+def audit_pins(run: Run, outside: Outside) -> list[Row]:
+    """One row per pin of ``run``, checked against what ``outside`` says now."""
     pins = run.pins
-    rows = [_source(run, name) for name in pins.sources]
+    sources = outside.sources(pins)
+    rows = [_source(sources, name, pins.sources[name]) for name in pins.sources]
     rows += [_git_version(n, source) for n, source in pins.sources.items() if source.version_env]
-    rows.append(_base(run))
-    rows += [
-        _wheel(run.store, name, wheel.file, wheel.sha256) for name, wheel in pins.wheels.items()
-    ]
-    rows.append(_key(run, ("rocm", "key_sha256"), pins.rocm.key_url, pins.rocm.key_sha256,
+    rows.append(_base(pins, outside.http))
+    store = outside.store
+    rows += [_wheel(store, name, wheel.file, wheel.sha256) for name, wheel in pins.wheels.items()]
+    rows.append(_key(store, ("rocm", "key_sha256"), pins.rocm.key_url, pins.rocm.key_sha256,
                      "rocm.gpg.key"))  # fmt: skip
     for name, repo in pins.base.repos.items():
         path = ("base", "repos", name, "key_sha256")
-        rows.append(_key(run, path, repo.key_url, repo.key_sha256, f"{name}.asc"))
+        rows.append(_key(store, path, repo.key_url, repo.key_sha256, f"{name}.asc"))
     for name, version in pins.rocm.packages.items():
         rows.append(_version_row("apt", ("rocm", "packages", name), version))
     for pin, version in pins.python.packages():
@@ -71,15 +74,14 @@ def audit_pins(run: Run) -> list[Row]:
     return rows
 
 
-def _source(run: Run, name: str) -> Row:
-    source = run.pins.sources[name]
+def _source(sources: SourceCache, name: str, source: GitSource) -> Row:
     row = Row("commit", format_path(("sources", name, "commit")), source.commit)
     row.full_length = bool(FULL.fullmatch(source.commit))
     if not source.commit:
         row.problems.append("unpinned: no commit (the build would take whatever upstream has)")
     elif not row.full_length:
         row.problems.append("short commit id: names no fixed commit (`doit lock`)")
-    history = History(run.sources, name, source, timeout=120)
+    history = History(sources, name, source, timeout=120)
     try:
         history.fetch()
     except FetchError as exc:
@@ -90,7 +92,7 @@ def _source(run: Run, name: str) -> Row:
     if not row.exists:
         if source.commit:
             row.problems.append(
-                f"does not exist upstream (force-pushed away?) in {run.sources.url(source)}"
+                f"does not exist upstream (force-pushed away?) in {sources.url(source)}"
             )
         return row
     assert commit is not None
@@ -105,7 +107,7 @@ def _source(run: Run, name: str) -> Row:
     if source.patches:
         pinned = dataclasses.replace(source, commit=commit)
         try:
-            statuses = patches.check_source(run.sources, name, pinned)
+            statuses = patches.check_source(sources, name, pinned)
         except FetchError as exc:  # the history came, the tree did not (a submodule, say)
             row.patches = "unknown"
             row.unknown.append(str(exc))
@@ -131,8 +133,8 @@ def _summary(statuses: list[patches.Status]) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items() if n)
 
 
-def _base(run: Run) -> Row:
-    base = run.pins.base
+def _base(pins: Pins, http: Http) -> Row:
+    base = pins.base
     row = Row("digest", format_path(("base", "digest")), f"{base.image}@{base.digest or '?'}")
     row.full_length = bool(base.digest)
     if not base.digest:
@@ -140,7 +142,7 @@ def _base(run: Run) -> Row:
         row.problems.append("no digest: the base is taken by its tag, which moves")
         return row
     try:
-        now = registry.digest(base.image, run.http)
+        now = registry.digest(base.image, http)
     except FetchError as exc:
         row.unknown.append(str(exc))
         return row
@@ -166,7 +168,7 @@ def _wheel(store: Store, name: str, file: str, sha256: str) -> Row:
     return row
 
 
-def _key(run: Run, path: tuple[str, ...], url: str, sha256: str, name: str) -> Row:
+def _key(store: Store, path: tuple[str, ...], url: str, sha256: str, name: str) -> Row:
     """An apt key, pinned by sha256: present, and what it hashes to now."""
     row = Row("key", format_path(path), url)
     if not sha256:
@@ -174,7 +176,7 @@ def _key(run: Run, path: tuple[str, ...], url: str, sha256: str, name: str) -> R
         row.problems.append("the apt key has no sha256 (`doit lock`)")
         return row
     try:
-        fetched = run.store.fetch(url, name, sha256, f"apt key {name}")
+        fetched = store.fetch(url, name, sha256, f"apt key {name}")
     except HashMismatch as exc:
         row.hash = "mismatch"
         row.problems.append(str(exc))

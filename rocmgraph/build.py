@@ -1,4 +1,7 @@
-"""Build one stage: skip it when its image exists, else render and hand it to the engine."""
+"""Build one stage: skip it when its image exists, else render and hand it to an engine.
+
+Every function takes the engine it builds on: the task layer chooses it (one run
+may well use several)."""
 
 from __future__ import annotations
 
@@ -10,11 +13,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import stages
 from rocmgraph import context, records
-from rocmgraph.engine import BuildJob
+from rocmgraph.engine import BuildJob, Engine
 from rocmgraph.lock import check_locked
-from rocmgraph.outside import credentials
+from rocmgraph.outside import Outside, credentials
 from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
@@ -22,26 +24,27 @@ from rocmgraph.run import Run
 BUILD_ARGS = {"commit_tag": "GIT_COMMIT_TAG"}
 
 
-def is_built(run: Run, stage: str) -> bool:
-    return run.engine.image_exists(run.ref(stage))
+def is_built(run: Run, engine: Engine, stage: str) -> bool:
+    return engine.image_exists(run.ref(stage))
 
 
-def is_tagged(run: Run, final: str) -> bool:
+def is_tagged(run: Run, engine: Engine) -> bool:
     """The friendly tag names the final stage's image already."""
-    engine = run.engine
-    image = engine.image_id(run.ref(final))
+    image = engine.image_id(run.ref(run.graph.final))
     return image is not None and engine.image_id(run.friendly_tag()) == image
 
 
-def build_stage(run: Run, name: str) -> bool:
-    """Build stage ``name`` unless its image exists; True when it built."""
+def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
+    """Build stage ``name`` on ``engine`` unless its image exists there (its inputs fetched
+    through ``outside``); True when it built."""
     if run.options.locked:
         check_locked(run.pins)
-    if is_built(run, name):
+    if is_built(run, engine, name):
         return False
     stage = run.graph[name]
     key = run.keys[name]
-    context_dir = context.prepare(run, name, run.state_dir / "contexts" / f"{name}-{key.short}")
+    scratch = run.state_dir / "contexts" / f"{name}-{key.short}"
+    context_dir = context.prepare(run, engine, outside, name, scratch)
     started = time.time()
     index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
     with pip_secret(index) as pip_conf:
@@ -59,7 +62,7 @@ def build_stage(run: Run, name: str) -> bool:
             flatten=stage.flatten,
             drop_env=stage.drop_env,
         )
-        run.engine.build(job)
+        engine.build(job)
     records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
     return True
@@ -79,7 +82,7 @@ def pip_secret(index: str) -> Iterator[Path]:
 def labels(run: Run, name: str) -> dict[str, str]:
     """Every stage: its name and key. The final image: OCI labels and every stage's key."""
     found = {"org.verl-rocm-graph.stage": name, "org.verl-rocm-graph.key": run.keys[name].key}
-    if name == stages.FINAL:
+    if name == run.graph.final:
         pins = run.pins
         found.update(
             {
@@ -98,7 +101,8 @@ def labels(run: Run, name: str) -> dict[str, str]:
     return found
 
 
-def tag_final(run: Run, final: str) -> str:
+def tag_final(run: Run, engine: Engine) -> str:
+    """Tag the final stage's image with the image's friendly name; that name."""
     alias = run.friendly_tag()
-    run.engine.tag(run.ref(final), alias)
+    engine.tag(run.ref(run.graph.final), alias)
     return alias

@@ -34,8 +34,9 @@ from rocmgraph.errors import (
     VariableError,
 )
 from rocmgraph.layout import ROOT
-from rocmgraph.lock import Change, apply, write
-from rocmgraph.outside import registry
+from rocmgraph.outside import Outside, registry
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.sources import SourceCache
 from rocmgraph.outside.upstream import (
     Commit,
     History,
@@ -46,6 +47,7 @@ from rocmgraph.outside.upstream import (
 )
 from rocmgraph.patches import Outcome
 from rocmgraph.pins import GitSource, Pins, format_path, loads
+from rocmgraph.pinsedit import Change, apply, write
 from rocmgraph.run import Options, Run
 
 
@@ -82,18 +84,17 @@ class Bump:
         return " and ".join(reasons)
 
 
-def bump_source(run: Run, name: str, to: str = "") -> Bump:
+def bump_source(run: Run, outside: Outside, name: str, to: str = "") -> Bump:
     source = run.pins.sources[name]
-    history = History(run.sources, name, source)
+    sources = outside.sources(run.pins)
+    history = History(sources, name, source)
     try:
         history.fetch()
     except FetchError as exc:
         return Bump(name, f"{name}: not checked", unknown=str(exc))
     new = history.resolve(to) if to else history.head()
     if new is None:
-        raise VariableError(
-            f"bump {name}: to={to} names no commit or tag of {run.sources.url(source)}"
-        )
+        raise VariableError(f"bump {name}: to={to} names no commit or tag of {sources.url(source)}")
     old = history.resolve(source.commit) if source.commit else None
     if old == new:
         return Bump(name, f"{name}: already at upstream's {_short(new)} ({to or source.branch})")
@@ -108,8 +109,8 @@ def bump_source(run: Run, name: str, to: str = "") -> Bump:
     bump = Bump(name, headline)
     moved = dataclasses.replace(source, commit=new)
     try:
-        statuses = patches.check_source(run.sources, name, moved)
-        missing = _missing_paths(run, name, moved)
+        statuses = patches.check_source(sources, name, moved)
+        missing = _missing_paths(sources, name, moved)
     except FetchError as exc:
         bump.unknown = str(exc)
         return bump
@@ -158,7 +159,9 @@ def _verdict(
     return Verdict(status.patch, status.status, status.detail)
 
 
-def _missing_paths(run: Run, name: str, source: GitSource) -> list[tuple[str, str, bool]]:
+def _missing_paths(
+    sources: SourceCache, name: str, source: GitSource
+) -> list[tuple[str, str, bool]]:
     """(the pin, the path, whether a folder) for each path the recipe names that the tree lacks."""
     named = [
         (format_path(("sources", name, "overlay", target)), origin, False)
@@ -170,7 +173,7 @@ def _missing_paths(run: Run, name: str, source: GitSource) -> list[tuple[str, st
     ]
     named = [(pin, path, folder) for pin, path, folder in named if path not in ("", ".")]
     with tempfile.TemporaryDirectory(prefix="bump-paths-") as scratch:
-        present = run.sources.files(name, source, {path for _, path, _ in named}, Path(scratch))
+        present = sources.files(name, source, {path for _, path, _ in named}, Path(scratch))
     return [item for item in named if item[1] not in present]
 
 
@@ -214,10 +217,10 @@ def _version(bump: Bump, history: History, name: str, source: GitSource, new: st
     )
 
 
-def bump_base(run: Run) -> Bump:
+def bump_base(run: Run, http: Http) -> Bump:
     base = run.pins.base
     try:
-        now = registry.digest(base.image, run.http)
+        now = registry.digest(base.image, http)
     except FetchError as exc:
         return Bump("base", "base: not checked", unknown=str(exc))
     if now == base.digest:
@@ -240,7 +243,9 @@ def _apply(pins: Pins, changes: list[Change]) -> Pins:
     return loads(apply(Path(pins.file).read_text(encoding="utf-8"), changes), pins.file)
 
 
-def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> Answer:
+def run_bump(
+    run: Run, outside: Outside, names: list[str], to: str, *, force: bool, dry: bool
+) -> Answer:
     """Bump ``names`` (sources, or "base"): report every one; write what may be written."""
     for name in names:
         if name != "base" and name not in run.pins.sources:
@@ -248,7 +253,10 @@ def run_bump(run: Run, names: list[str], to: str, *, force: bool, dry: bool) -> 
                 f"bump:{name}: {run.options.pins} pins no [sources.{name}]; its sources: "
                 f"{', '.join(sorted(run.pins.sources))}"
             )
-    bumps = [bump_base(run) if name == "base" else bump_source(run, name, to) for name in names]
+    bumps = [
+        bump_base(run, outside.http) if name == "base" else bump_source(run, outside, name, to)
+        for name in names
+    ]
     lines: list[str] = []
     changes: list[Change] = []
     for bump in bumps:
@@ -286,7 +294,7 @@ def _render(run: Run) -> list[str]:
     """
     if Path(run.options.pins).resolve() != docs.PINS.resolve():
         return []
-    moved = Run(Options(pins=str(docs.PINS)), run.graph, cache=run.cache, http=run.http)
+    moved = Run(Options(pins=str(docs.PINS)), run.stages)
     return [f"wrote {path.relative_to(ROOT)}" for path in docs.write(moved)]
 
 

@@ -17,17 +17,22 @@ import shutil
 from pathlib import Path
 
 from rocmgraph import keys, patches, provenance
+from rocmgraph.engine import Engine
 from rocmgraph.errors import FetchError, LockError
+from rocmgraph.graph import Fetch
 from rocmgraph.layout import ROOT
+from rocmgraph.outside import Outside
 from rocmgraph.outside.sources import copy_tree
-from rocmgraph.pins import KeyedRepo
+from rocmgraph.outside.store import Store
+from rocmgraph.pins import KeyedRepo, Pins
 from rocmgraph.recipe import render
 from rocmgraph.run import Run
 from wheels import index
 
 
-def prepare(run: Run, name: str, dest: Path) -> Path:
-    """Write stage ``name``'s context into ``dest`` (made empty first); return ``dest``."""
+def prepare(run: Run, engine: Engine, outside: Outside, name: str, dest: Path) -> Path:
+    """Write stage ``name``'s context into ``dest`` (made empty first); return ``dest``.
+    Its inputs are fetched through ``outside``; ``engine`` says what the parents are."""
     stage, pins = run.graph[name], run.pins
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
@@ -45,31 +50,32 @@ def prepare(run: Run, name: str, dest: Path) -> Path:
                 "no .git); pin the version upstream's tag at the commit gives"
             )
         tree = dest / "src" / source_name
-        copy_tree(run.sources.tree(source_name, source), tree)
+        copy_tree(outside.sources(pins).tree(source_name, source), tree)
         patches.apply(tree, source.patches, source_name)
     if not provided:
-        if "wheels" in stage.fetches:
-            _wheels(run, dest / "wheels")
-        if "rocm_key" in stage.fetches:
-            _rocm_key(run, dest / "rocm.gpg.key")
-        if "base_keys" in stage.fetches and pins.base.repos:
+        if Fetch.WHEELS in stage.fetches:
+            _wheels(run.pins, outside.store, dest / "wheels")
+        if Fetch.ROCM_KEY in stage.fetches:
+            _rocm_key(run.pins, outside.store, dest / "rocm.gpg.key")
+        if Fetch.BASE_KEYS in stage.fetches and pins.base.repos:
             (dest / "keys").mkdir()
             for repo_name, repo in pins.base.repos.items():
-                _repo_key(run, repo_name, repo, dest / "keys" / f"{repo_name}.asc")
-    if "provenance" in stage.fetches:
-        (dest / "build.json").write_text(provenance.build_json(run, name), encoding="utf-8")
+                _repo_key(outside.store, repo_name, repo, dest / "keys" / f"{repo_name}.asc")
+    if Fetch.PROVENANCE in stage.fetches:
+        record = provenance.build_json(run, engine, name)
+        (dest / "build.json").write_text(record, encoding="utf-8")
     return dest
 
 
-def _wheels(run: Run, dest: Path) -> None:
+def _wheels(pins: Pins, store: Store, dest: Path) -> None:
     dest.mkdir()
     lines = []
-    for name, wheel in run.pins.wheels.items():
+    for name, wheel in pins.wheels.items():
         if not wheel.file or not wheel.sha256:
             raise FetchError(
                 f"stage wheels: [wheels.{name}] has no exact file and sha256 yet; run `doit lock`"
             )
-        stored = run.store.fetch(
+        stored = store.fetch(
             index.file_url(wheel.index, wheel.file), wheel.file, wheel.sha256, f"wheel {name}"
         )
         _link(stored.path, dest / wheel.file)
@@ -77,19 +83,19 @@ def _wheels(run: Run, dest: Path) -> None:
     (dest / "requirements.txt").write_text("".join(lines), encoding="utf-8")
 
 
-def _rocm_key(run: Run, dest: Path) -> None:
-    rocm = run.pins.rocm
+def _rocm_key(pins: Pins, store: Store, dest: Path) -> None:
+    rocm = pins.rocm
     if not rocm.key_sha256:
         raise FetchError("stage rocm: [rocm].key_sha256 is not pinned yet; run `doit lock`")
-    _link(run.store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key").path, dest)
+    _link(store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key").path, dest)
 
 
-def _repo_key(run: Run, name: str, repo: KeyedRepo, dest: Path) -> None:
+def _repo_key(store: Store, name: str, repo: KeyedRepo, dest: Path) -> None:
     if not repo.key_sha256:
         raise FetchError(
             f"stage base: [base.repos.{name}].key_sha256 is not pinned yet; run `doit lock`"
         )
-    stored = run.store.fetch(repo.key_url, f"{name}.asc", repo.key_sha256, f"{name} apt key")
+    stored = store.fetch(repo.key_url, f"{name}.asc", repo.key_sha256, f"{name} apt key")
     _link(stored.path, dest)
 
 

@@ -7,7 +7,8 @@ interface.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -36,3 +37,27 @@ class Engine(Protocol):
     def build(self, job: BuildJob) -> None: ...
 
     def tag(self, ref: str, alias: str) -> None: ...
+
+
+class Deferred:
+    """An engine connected when first asked something: `doit plan` still shows every key
+    where no engine answers, and says why it cannot tell what is built."""
+
+    def __init__(self, connect: Callable[[], Engine]) -> None:
+        self._connect = connect
+
+    @functools.cached_property
+    def _engine(self) -> Engine:
+        return self._connect()
+
+    def image_exists(self, ref: str) -> bool:
+        return self._engine.image_exists(ref)
+
+    def image_id(self, ref: str) -> str | None:
+        return self._engine.image_id(ref)
+
+    def build(self, job: BuildJob) -> None:
+        self._engine.build(job)
+
+    def tag(self, ref: str, alias: str) -> None:
+        self._engine.tag(ref, alias)

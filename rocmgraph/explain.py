@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
-from rocmgraph.keys import Inputs
+from rocmgraph.keys import Inputs, Json
 
 _HEX = re.compile(r"(sha256:)?[0-9a-f]{40,64}")
 
@@ -15,22 +14,22 @@ def changes(now: Inputs, before: Inputs | None) -> list[str]:
     """One reason per changed input; ``before`` is the stage's last known build."""
     if before is None:
         return ["never built"]
-    if before.get("schema") != now["schema"]:
+    if before.schema != now.schema:
         return ["the key schema changed"]
-    reasons = _mapping_changes("file", now["files"], before.get("files", {}), values=False)
-    reasons += _mapping_changes("pin", now["pins"], before.get("pins", {}), values=True)
-    if before.get("arch") != now["arch"]:
-        reasons.append(f"arch: {_archs(before.get('arch'))} -> {_archs(now['arch'])}")
-    for parent, key in now["parents"].items():
-        if before.get("parents", {}).get(parent) != key:
+    reasons = _mapping_changes("file", now.files, before.files, values=False)
+    reasons += _mapping_changes("pin", now.pins, before.pins, values=True)
+    if before.arch != now.arch:
+        reasons.append(f"arch: {_archs(before.arch)} -> {_archs(now.arch)}")
+    for parent, key in now.parents.items():
+        if before.parents.get(parent) != key:
             reasons.append(f"parent {parent} changed")
-    if not reasons and before.get("dockerfile") != now["dockerfile"]:
+    if not reasons and before.dockerfile != now.dockerfile:
         reasons.append("the rendered Dockerfile changed (the renderer changed)")
     return reasons
 
 
 def _mapping_changes(
-    what: str, now: Mapping[str, Any], before: Mapping[str, Any], *, values: bool
+    what: str, now: Mapping[str, Json], before: Mapping[str, Json], *, values: bool
 ) -> list[str]:
     reasons = []
     for name in sorted(set(now) | set(before)):
@@ -44,7 +43,7 @@ def _mapping_changes(
     return reasons
 
 
-def _short(value: Any) -> str:
+def _short(value: Json) -> str:
     if isinstance(value, str) and _HEX.fullmatch(value):
         return value.removeprefix("sha256:")[:12]
     if isinstance(value, list):
@@ -52,5 +51,5 @@ def _short(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _archs(archs: Any) -> str:
+def _archs(archs: tuple[str, ...] | None) -> str:
     return ",".join(archs) if archs else "none"

@@ -12,10 +12,20 @@ import dataclasses
 import graphlib
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from rocmgraph.archs import suggest
 from rocmgraph.errors import GraphError
 from rocmgraph.pins import PinPath
+
+
+class Fetch(StrEnum):
+    """What a stage's context gets besides its sources, fetched and checked on the host."""
+
+    WHEELS = "wheels"  # the prebuilt wheels, by sha256
+    ROCM_KEY = "rocm_key"  # ROCm's apt key, by sha256
+    BASE_KEYS = "base_keys"  # the keys of the base's apt repositories, by sha256
+    PROVENANCE = "provenance"  # build.json, for the manifest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,10 +41,8 @@ class Stage:
     recipe: str  # template under docker/
     files: tuple[str, ...] = ()  # further recipe files copied into the context
     arch_dependent: bool = False
-    # What the context gets besides sources: "wheels" (the prebuilt wheels by
-    # sha256), "rocm_key" and "base_keys" (apt keys by sha256), none when the base
-    # image provides the stage; "provenance" (build.json, for the manifest).
-    fetches: tuple[str, ...] = ()
+    # Fetched into the context besides sources (none when the base image provides the stage).
+    fetches: tuple[Fetch, ...] = ()
     # Squash the built image into one layer (keeping its configuration), so that files it
     # deleted no longer ship in a lower layer; `drop_env` leaves build-only variables out.
     flatten: bool = False
@@ -119,6 +127,16 @@ class Graph:
             if stage.name not in gone
         }  # fmt: skip
         return Graph(kept, tuple(name for name in self.order if name in kept))
+
+    @property
+    def final(self) -> str:
+        """The stage the image is: the one no other stage builds on."""
+        named = {parent for stage in self.stages.values() for parent in stage.parents}
+        sinks = [name for name in self.order if name not in named]
+        if len(sinks) != 1:
+            raise GraphError(f"the graph has {len(sinks)} final stages ({', '.join(sinks)}): "
+                             "one stage must build on all the others")  # fmt: skip
+        return sinks[0]
 
     def closure(self, name: str) -> tuple[str, ...]:
         """``name`` and everything it needs, in build order."""

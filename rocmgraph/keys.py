@@ -15,19 +15,71 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from rocmgraph import kinds
 from rocmgraph.errors import GraphError, PinsError
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
-from rocmgraph.pins import Pins, format_path, is_under, select
+from rocmgraph.pins import Pins, Value, format_path, is_under, select
 from rocmgraph.recipe import render
 
 # Bump when the meaning of an input changes, so old keys cannot collide.
 SCHEMA = 1
 
-Inputs = dict[str, Any]
+# A JSON value, as a key's inputs hold them (a pin's value, a list of archs).
+Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What one stage's key covers; its JSON form (``as_json``) is what is hashed."""
+
+    schema: int
+    stage: str
+    dockerfile: str  # sha256 of the rendered recipe
+    files: Mapping[str, str]  # recipe file -> sha256
+    pins: Mapping[str, Json]  # [table].key -> value, of the pins it reads
+    arch: tuple[str, ...] | None  # the arch set, when the stage depends on it
+    parents: Mapping[str, str]  # parent -> its key
+    variables: Mapping[str, str] | None = None  # only where a variable is an input
+
+    def as_json(self) -> dict[str, Json]:
+        document: dict[str, Json] = {
+            "schema": self.schema,
+            "stage": self.stage,
+            "dockerfile": self.dockerfile,
+            "files": dict(self.files),
+            "pins": dict(self.pins),
+            "arch": list(self.arch) if self.arch is not None else None,
+            "parents": dict(self.parents),
+        }
+        if self.variables is not None:
+            document["variables"] = dict(self.variables)
+        return document
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Json]) -> Inputs:
+        """Inputs as a record kept them (an older schema may lack a part: it reads empty)."""
+
+        def mapping(name: str) -> dict[str, Json]:
+            value = document.get(name)
+            return dict(value) if isinstance(value, dict) else {}
+
+        arch = document.get("arch")
+        variables = document.get("variables")
+        schema = document.get("schema")
+        return cls(
+            schema=schema if isinstance(schema, int) else 0,
+            stage=str(document.get("stage", "")),
+            dockerfile=str(document.get("dockerfile", "")),
+            files={name: str(value) for name, value in mapping("files").items()},
+            pins=mapping("pins"),
+            arch=tuple(map(str, arch)) if isinstance(arch, list) else None,
+            parents={name: str(value) for name, value in mapping("parents").items()},
+            variables={k: str(v) for k, v in variables.items()}
+            if isinstance(variables, dict)
+            else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -41,9 +93,11 @@ class StageKey:
         return self.key[:12]
 
 
-def canonical(inputs: Mapping[str, Any]) -> bytes:
+def canonical(inputs: Inputs) -> bytes:
     """One byte string per input set: sorted keys, no whitespace, ASCII."""
-    return json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return json.dumps(
+        inputs.as_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    ).encode()
 
 
 def digest(data: bytes) -> str:
@@ -81,19 +135,20 @@ def stage_inputs(
     variables: Mapping[str, str] | None = None,
 ) -> Inputs:
     read = select(pins.flat(), stage.reads)
-    inputs: Inputs = {
-        "schema": SCHEMA,
-        "stage": stage.name,
-        "dockerfile": digest(render(stage, pins, archs).encode()),
-        "files": {name: digest((ROOT / name).read_bytes()) for name in recipe_files(stage, pins)},
-        "pins": {format_path(path): _jsonable(value) for path, value in read.items()},
-        "arch": list(archs) if stage.arch_dependent else None,
-        "parents": {parent: parent_keys[parent] for parent in stage.parents},
-    }
-    if stage.variables:  # only where a variable is an input, so other keys never move
-        given = variables or {}
-        inputs["variables"] = {name: given.get(name, default) for name, default in stage.variables}
-    return inputs
+    given = variables or {}
+    return Inputs(
+        schema=SCHEMA,
+        stage=stage.name,
+        dockerfile=digest(render(stage, pins, archs).encode()),
+        files={name: digest((ROOT / name).read_bytes()) for name in recipe_files(stage, pins)},
+        pins={format_path(path): _jsonable(value) for path, value in read.items()},
+        arch=archs if stage.arch_dependent else None,
+        parents={parent: parent_keys[parent] for parent in stage.parents},
+        # only where a variable is an input, so other keys never move
+        variables={name: given.get(name, default) for name, default in stage.variables}
+        if stage.variables
+        else None,
+    )
 
 
 def compute(
@@ -111,5 +166,5 @@ def compute(
     return keys
 
 
-def _jsonable(value: object) -> object:
+def _jsonable(value: Value) -> Json:
     return list(value) if isinstance(value, tuple) else value

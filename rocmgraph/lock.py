@@ -14,27 +14,16 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import tomlkit
 
 from rocmgraph.errors import Answer, FetchError, LockError
-from rocmgraph.fsutil import atomic_write_text
-from rocmgraph.outside import apt, pypi, registry
+from rocmgraph.outside import Outside, apt, pypi, registry
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.sources import SourceCache
 from rocmgraph.outside.upstream import History
 from rocmgraph.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
+from rocmgraph.pinsedit import Change, write
 from rocmgraph.run import Run
 from wheels import index
-
-
-@dataclass(frozen=True)
-class Change:
-    path: PinPath
-    old: Value
-    new: Value
-
-    def __str__(self) -> str:
-        return f"{format_path(self.path)}: {self.old or '(empty)'} -> {self.new}"
 
 
 @dataclass(frozen=True)
@@ -75,26 +64,28 @@ def check_locked(pins: Pins) -> None:
         )
 
 
-def resolve(run: Run) -> Result:
+def resolve(run: Run, outside: Outside) -> Result:
+    """Everything the pins of ``run`` leave open that ``outside`` can answer."""
     pins, result = run.pins, Result()
+    sources = outside.sources(pins)
     for name, wheel in pins.wheels.items():
-        _wheel(run, name, wheel, result)
+        _wheel(run, outside, name, wheel, result)
     for name, source in pins.sources.items():
         commit: str | None = source.commit
         if len(source.commit) != 40:
             commit = result.attempt(
                 ("sources", name, "commit"),
                 source.commit,
-                lambda name=name, source=source: run.sources.full_id(name, source),  # type: ignore[misc]
+                lambda name=name, source=source: sources.full_id(name, source),  # type: ignore[misc]
             )
         if source.version_env and not source.version and commit:
-            _version(run, name, source, commit, result)
+            _version(sources, name, source, commit, result)
     if not pins.rocm.key_sha256:
         key_url = pins.rocm.key_url
         result.attempt(
             ("rocm", "key_sha256"),
             "",
-            lambda: run.store.fetch(key_url, "rocm.gpg.key", "", "ROCm key").sha256,
+            lambda: outside.store.fetch(key_url, "rocm.gpg.key", "", "ROCm key").sha256,
         )
     for name, repo in pins.base.repos.items():
         if not repo.key_sha256:
@@ -102,15 +93,15 @@ def resolve(run: Run) -> Result:
                 ("base", "repos", name, "key_sha256"),
                 "",
                 lambda name=name, url=repo.key_url: (
-                    run.store.fetch(  # type: ignore[misc]
+                    outside.store.fetch(  # type: ignore[misc]
                         url, f"{name}.asc", "", f"{name} apt key"
                     ).sha256
                 ),
             )
     if not pins.base.digest:
         image = pins.base.image
-        result.attempt(("base", "digest"), "", lambda: registry.digest(image, run.http))
-    _packages(run, result)
+        result.attempt(("base", "digest"), "", lambda: registry.digest(image, outside.http))
+    _packages(pins, outside.http, result)
     seen = {c.path for c in result.changes} | {u.path for u in result.unresolved}
     for missing in pins.missing():
         if missing.path not in seen:  # a version a build reads from git: a choice, not a lookup
@@ -118,11 +109,13 @@ def resolve(run: Run) -> Result:
     return result
 
 
-def _version(run: Run, name: str, source: GitSource, commit: str, result: Result) -> None:
+def _version(
+    sources: SourceCache, name: str, source: GitSource, commit: str, result: Result
+) -> None:
     """The version a build reads from git (``version_env``): the one version tag on the
     pinned commit; with none or several, a choice left to the maintainer."""
     path = ("sources", name, "version")
-    history = History(run.sources, name, source)
+    history = History(sources, name, source)
     try:
         history.fetch()
     except FetchError as exc:
@@ -143,80 +136,48 @@ def _version(run: Run, name: str, source: GitSource, commit: str, result: Result
     )
 
 
-def _packages(run: Run, result: Result) -> None:
+def _packages(pins: Pins, http: Http, result: Result) -> None:
     """What an unversioned install would take today: the newest release pip installs, the
     one version the ROCm repositories list."""
-    pins = run.pins
     for path, version in pins.python.packages():
         if not version:
-            newest = functools.partial(pypi.newest, path[-1], pins.python.version, run.http)
+            newest = functools.partial(pypi.newest, path[-1], pins.python.version, http)
             result.attempt(path, "", newest)
     for name, version in pins.rocm.packages.items():
         if not version:
-            listed = functools.partial(apt.version, name, pins.rocm.repos, run.http)
+            listed = functools.partial(apt.version, name, pins.rocm.repos, http)
             result.attempt(("rocm", "packages", name), "", listed)
 
 
-def _wheel(run: Run, name: str, wheel: Wheel, result: Result) -> None:
+def _wheel(run: Run, outside: Outside, name: str, wheel: Wheel, result: Result) -> None:
+    python = run.pins.python.version
     file = wheel.file or result.attempt(
-        ("wheels", name, "file"), "", lambda: _listed_file(run, name, wheel)
+        ("wheels", name, "file"), "", lambda: _listed_file(outside.http, python, name, wheel)
     )
     if file and not wheel.sha256:
         url = index.file_url(wheel.index, file)
         result.attempt(
             ("wheels", name, "sha256"),
             "",
-            lambda: run.store.fetch(url, file, "", f"wheel {name}").sha256,
+            lambda: outside.store.fetch(url, file, "", f"wheel {name}").sha256,
         )
 
 
-def _listed_file(run: Run, name: str, wheel: Wheel) -> str:
+def _listed_file(http: Http, python: str, name: str, wheel: Wheel) -> str:
     """The file of the index that ``[wheels.<name>]`` means."""
-    listing = index.listing(run.http.get_text(wheel.index), wheel.index)
+    listing = index.listing(http.get_text(wheel.index), wheel.index)
     try:
-        return index.resolve(name, wheel, listing, run.pins.python.version)
+        return index.resolve(name, wheel, listing, python)
     except index.Unresolved as exc:
         raise FetchError(str(exc)) from None
 
 
-def apply(text: str, changes: list[Change]) -> str:
-    """``text`` (a pins file) with each changed value set; every comment and space kept."""
-    document = tomlkit.parse(text)
-    for change in changes:
-        node: Any = document
-        for part in change.path[:-1]:
-            node = node[part]
-        key, current = change.path[-1], node.get(change.path[-1])
-        if isinstance(change.new, tuple) and isinstance(current, tomlkit.items.Array):
-            _edit_array(current, change.new)
-        else:
-            node[key] = list(change.new) if isinstance(change.new, tuple) else change.new
-    return tomlkit.dumps(document)
-
-
-def _edit_array(array: tomlkit.items.Array, new: tuple[str, ...]) -> None:
-    """Make ``array`` hold ``new`` in place: items that stay keep their line, place and
-    comment; items that go take their comment with them; new ones follow in the same style.
-    (The pins read a list as a set, so its order is the file's to keep.)
-    """
-    for item in [item for item in array if item not in new]:
-        array.remove(item)
-    for item in new:
-        if item not in array:
-            array.append(item)
-
-
-def write(path: Path, changes: list[Change]) -> None:
-    """Set each changed value in the pins file, atomically."""
-    atomic_write_text(path, apply(path.read_text(encoding="utf-8"), changes))
-
-
-def run_lock(run: Run) -> Answer:
+def run_lock(run: Run, outside: Outside) -> Answer:
     """`doit lock`: resolve, write what was found, and report; fails if a lookup failed."""
     if run.options.locked:
         check_locked(run.pins)
         return Answer([f"{run.pins.file} is locked"])
-    result = resolve(run)
+    result = resolve(run, outside)
     if result.changes:
         write(Path(run.options.pins), result.changes)
     lines = [f"locked {change}" for change in result.changes]

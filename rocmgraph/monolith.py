@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 from rocmgraph import context
+from rocmgraph.engine import Engine
+from rocmgraph.outside import Outside
 from rocmgraph.recipe import parent_arg, render
 from rocmgraph.run import Run
 
@@ -45,13 +47,13 @@ def dockerfile(run: Run) -> str:
     return "\n".join(parts)
 
 
-def prepare(run: Run, dest: Path) -> Path:
+def prepare(run: Run, engine: Engine, outside: Outside, dest: Path) -> Path:
     """One build context for the whole file: every stage's context, merged."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
         for stage in run.graph:
-            part = context.prepare(run, stage.name, Path(scratch) / stage.name)
+            part = context.prepare(run, engine, outside, stage.name, Path(scratch) / stage.name)
             (part / "Dockerfile").unlink()
             shutil.copytree(part, dest, dirs_exist_ok=True, symlinks=True)
     (dest / "Dockerfile").write_text(dockerfile(run), encoding="utf-8")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rocmgraph import patches
 from rocmgraph.errors import FetchError, PatchError, Unchecked
-from rocmgraph.outside import pypi
+from rocmgraph.outside import Outside, pypi
 from rocmgraph.patches import Outcome
 from rocmgraph.run import Run
 
@@ -30,22 +30,30 @@ class Row:
     upstream: str  # "owner/repo#123", or "" for a local adaptation
 
 
-def table(run: Run) -> list[Row]:
+def table(run: Run, outside: Outside) -> list[Row]:
+    """A row per patch of ``run``'s pins, checked against trees fetched through ``outside``."""
     rows: list[Row] = []
+    sources = outside.sources(run.pins)
+    python = run.pins.python.version
     for name, source in run.pins.sources.items():
         if source.patches:
-            check = functools.partial(patches.check_source, run.sources, name, source)
+            check = functools.partial(patches.check_source, sources, name, source)
             rows += _rows(name, source.commit, source.patches, check)
     for package, names in run.pins.python.patches.items():
         version = run.pins.python.stack[package]
         rows += _rows(
-            package, version, names, functools.partial(_pypi, run, package, version, names)
+            package,
+            version,
+            names,
+            functools.partial(_pypi, outside, python, package, version, names),
         )
     return rows
 
 
-def _pypi(run: Run, package: str, version: str, names: tuple[str, ...]) -> list[patches.Status]:
-    dist = pypi.fetch(package, version, run.pins.python.version, run.http, run.store)
+def _pypi(
+    outside: Outside, python: str, package: str, version: str, names: tuple[str, ...]
+) -> list[patches.Status]:
+    dist = pypi.fetch(package, version, python, outside.http, outside.store)
     touched = tuple(f for patch in names for f in patches.read_patch(patch).files)
     with tempfile.TemporaryDirectory(prefix="site-") as scratch:
         pypi.unpack(dist, touched, Path(scratch))

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import rocmgraph
 from rocmgraph import records
+from rocmgraph.engine import Engine
+from rocmgraph.keys import Json
 from rocmgraph.run import Run
 
 
-def build_record(run: Run, final: str) -> dict[str, Any]:
-    """Every stage up to ``final``: key, pins read, image and its id, build time."""
-    stages = []
+def build_record(run: Run, engine: Engine, final: str) -> dict[str, Json]:
+    """Every stage up to ``final``: key, pins read, image and its id on ``engine``, build
+    time."""
+    stages: list[Json] = []
     for name in run.graph.closure(final):
         key = run.keys[name]
         ref = run.ref(name)
@@ -21,11 +23,11 @@ def build_record(run: Run, final: str) -> dict[str, Any]:
                 "name": name,
                 "key": key.key,
                 "image": ref,
-                "image_id": run.engine.image_id(ref),  # None for the stage being built
-                "parents": run.graph[name].parents,
-                "arch": key.inputs["arch"],
-                "pins": key.inputs["pins"],
-                "files": key.inputs["files"],
+                "image_id": engine.image_id(ref),  # None for the stage being built
+                "parents": list(run.graph[name].parents),
+                "arch": list(key.inputs.arch) if key.inputs.arch is not None else None,
+                "pins": dict(key.inputs.pins),
+                "files": dict(key.inputs.files),
                 "build_seconds": records.seconds(run.records_dir, name, key.key),
             }
         )
@@ -37,5 +39,5 @@ def build_record(run: Run, final: str) -> dict[str, Any]:
     }
 
 
-def build_json(run: Run, final: str) -> str:
-    return json.dumps(build_record(run, final), indent=1, sort_keys=True)
+def build_json(run: Run, engine: Engine, final: str) -> str:
+    return json.dumps(build_record(run, engine, final), indent=1, sort_keys=True)

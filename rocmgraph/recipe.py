@@ -21,7 +21,7 @@ from rocmgraph.archs import KNOWN_ARCHS
 from rocmgraph.errors import PinsError, RenderError
 from rocmgraph.graph import Stage
 from rocmgraph.kinds import SEPARATORS
-from rocmgraph.layout import DOCKER, default_cache
+from rocmgraph.layout import DOCKER
 from rocmgraph.pins import PinPath, Pins, format_table
 
 PIP_SECRET = "pip.conf"
@@ -38,12 +38,10 @@ def parent_arg(parent: str) -> str:
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    cache = default_cache() / "jinja"
-    cache.mkdir(parents=True, exist_ok=True)
+    # No bytecode cache on disk: rendering (and so every key) needs no writable
+    # directory. The templates compile once per process, in about 30 ms.
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(DOCKER),
-        # Compiled templates, checked against their source: a no-op skips compiling.
-        bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # Dockerfiles, not HTML
         keep_trailing_newline=True,

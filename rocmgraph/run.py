@@ -1,27 +1,24 @@
-"""One invocation: the pins loaded once, the arch set, the graph and its keys.
+"""One invocation: the pins loaded once, the arch set, the profile's graph and its keys.
 
-Task creators make a Run from doit's variables without reading anything;
-the first action that needs the pins loads them, so ``doit list`` works even
-when pins.toml is broken and the error is reported by the task that needs it.
+A Run is pure: it reads the pins file and nothing else (the engine, the network
+and the caches come in from the task layer as an ``Outside``). Task creators
+make a Run from doit's variables without reading anything; the first action
+that needs the pins loads them, so ``doit list`` works even when pins.toml is
+broken and the error is reported by the task that needs it.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocmgraph import keys as keys_
 from rocmgraph import pins as pins_
 from rocmgraph.archs import parse_archs
-from rocmgraph.engine import Engine
 from rocmgraph.graph import Graph
 from rocmgraph.keys import StageKey
-from rocmgraph.layout import default_cache
-from rocmgraph.outside.docker import DockerEngine
-from rocmgraph.outside.http import Http
-from rocmgraph.outside.sources import Mirrors, SourceCache
-from rocmgraph.outside.store import Store
 from rocmgraph.pins import Pins
 
 
@@ -39,39 +36,20 @@ class Options:
 
 class Run:
     def __init__(
-        self,
-        options: Options,
-        graph: Graph,
-        engine: Engine | None = None,
-        cache: Path | None = None,
-        http: Http | None = None,
+        self, options: Options, graph: Graph, load: Callable[[str], Pins] = pins_.load
     ) -> None:
         self.options = options
         self.stages = graph  # every stage there is; `graph` is this profile's
-        self._engine = engine
-        self.cache = cache or default_cache()
-        self.http = http or Http()
+        self._load = load  # a demo profile's loader writes its generated pins first
 
     @functools.cached_property
-    def engine(self) -> Engine:
-        """The engine given, or the local Docker engine (connected when first needed)."""
-        if self._engine is not None:
-            return self._engine
-        return DockerEngine.connect(self.state_dir / "logs", self.options.network or None)
-
-    def reset(self) -> None:
-        """Forget what was read from the pins file (after something rewrote it)."""
-        for name in ("pins", "graph", "archs", "keys", "sources", "store"):
-            self.__dict__.pop(name, None)
+    def pins(self) -> Pins:
+        return self._load(self.options.pins)
 
     @functools.cached_property
     def graph(self) -> Graph:
         """The stages of this profile: those whose sources the pins pin."""
         return self.stages.select(frozenset(self.pins.sources))
-
-    @functools.cached_property
-    def pins(self) -> Pins:
-        return pins_.load(self.options.pins)
 
     @functools.cached_property
     def archs(self) -> tuple[str, ...]:
@@ -88,21 +66,13 @@ class Run:
     def keys(self) -> dict[str, StageKey]:
         return keys_.compute(self.graph, self.pins, self.archs, self.variables)
 
-    @functools.cached_property
-    def sources(self) -> SourceCache:
-        return SourceCache(self.cache, Mirrors.from_pins(self.pins))
-
-    @functools.cached_property
-    def store(self) -> Store:
-        return Store(self.cache, self.http)
-
     @property
     def namespace(self) -> str:
         return self.pins.image.name
 
     @property
     def state_dir(self) -> Path:
-        """Build records live beside the pins file they were built from."""
+        """Build records and logs live beside the pins file they were built from."""
         return Path(self.options.pins).resolve().parent / ".build"
 
     @property

@@ -5,14 +5,16 @@ list`` included). The one thing they refuse is a wrong command line: every
 variable is checked (``Variables.checked``) before any task is made, so
 ``archs=gfx942`` or ``force=maybe`` stops the run with exit 3 before anything
 is looked at. Everything else that can fail happens in an action, where the
-reporter turns it into one line. All tasks of one invocation share one Run, so
-the pins are read once.
+reporter turns it into one line.
+
+``Tasks`` holds what one invocation shares: the stage graph dodo.py hands in,
+one Run per set of options (the pins read once), the outside world its
+commands reach (made here, passed down), and the demo profiles it serves.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -21,7 +23,6 @@ from typing import Any
 
 from doit import doit_cmd
 
-import stages
 from rocmgraph import (
     audit,
     build,
@@ -37,9 +38,10 @@ from rocmgraph import (
 from rocmgraph.archs import closest, parse_archs
 from rocmgraph.demo import profile as demo_profile
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
-from rocmgraph.graph import Stage
+from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
-from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.outside import Outside
+from rocmgraph.pins import load as load_pins
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
 
@@ -164,22 +166,12 @@ def _unknown(name: str, value: str) -> str:
 
 
 def resolve(options: Options) -> Options:
-    """Fill what a profile implies: ``profile=demo`` brings its pins and host networking."""
+    """Fill what a profile implies: ``profile=demo`` brings its generated pins file (written
+    when first read, not here: making tasks writes nothing) and host networking."""
     if options.profile:
-        pins = options.pins or str(demo(options.profile).sync_pins())
+        pins = options.pins or str(demo_profile.pins_path(options.profile))
         return dataclasses.replace(options, pins=pins, network=options.network or "host")
     return dataclasses.replace(options, pins=options.pins or "pins.toml")
-
-
-@functools.cache
-def demo(profile: str) -> demo_profile.Demo:
-    """The demo of a profile, one per invocation: its servers run while its builds do."""
-    return demo_profile.Demo(profile)
-
-
-@functools.cache
-def run_for(options: Options) -> Run:
-    return Run(options, stages.graph())
 
 
 def _check_format(fmt: str) -> None:
@@ -199,115 +191,11 @@ def _report(doc: str, action: Any) -> Task:
     }
 
 
-def plan_task(options: Options, fmt: str) -> Task:
-    def show() -> None:
-        _check_format(fmt)
-        run = run_for(options)
-        plans = plan.make_plan(run)
-        print(plan.as_json(run, plans) if fmt == "json" else plan.as_text(run, plans))
-
-    return _report(
-        "show every stage: key, arch-dependent, built or not, and why it would build", show
-    )
-
-
 def _show(answer: Answer) -> None:
     """Print what a command has to say, then fail with its error (for the exit code)."""
     print("\n".join(answer.lines))
     if answer.error is not None:
         raise answer.error
-
-
-def lock_task(options: Options) -> Task:
-    def run_lock() -> None:
-        _show(lock.run_lock(run_for(options)))
-
-    return {
-        "doc": "record what only the network knows: wheel files and sha256, full commits, digests",
-        "actions": [guarded(run_lock)],
-        "uptodate": [False],
-        "verbosity": 2,
-    }
-
-
-def patches_task(options: Options, fmt: str) -> Task:
-    def show() -> None:
-        _check_format(fmt)
-        rows = patch_status.table(run_for(options))
-        print(patch_status.as_json(rows) if fmt == "json" else patch_status.as_text(rows))
-        patch_status.verdict(rows)
-
-    return _report(
-        "check every patch against its pinned tree: applies, obsolete or conflicts", show
-    )
-
-
-def bump_tasks(options: Options, to: str, force: bool, dry: bool) -> Iterator[Task]:
-    """bump:<source> for every pinned source a stage reads, bump:base, bump:all."""
-    names = sorted({source for stage in stages.graph() for source in stage.sources})
-    yield {"basename": "bump", "name": None, "doc": "move pins to upstream's newest"}
-
-    def run_bump(name: str) -> None:
-        run = run_for(options)
-        # all: the sources this profile pins (pins-rocm702.toml pins no SGLang), known
-        # only once its pins are read.
-        targets = [*sorted(run.pins.sources), "base"] if name == "all" else [name]
-        if to and len(targets) > 1:
-            raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
-        _show(bump.run_bump(run, targets, to, force=force, dry=dry))
-
-    for name in [*names, "base", "all"]:
-        doc = {
-            "base": "move the base image's digest to what its tag points to now",
-            "all": "bump every source and the base image",
-        }.get(
-            name, f"move {name} to upstream's newest commit (or to=<commit|tag>), patches checked"
-        )
-        yield {
-            "basename": "bump",
-            "name": name,
-            "doc": doc,
-            "actions": [guarded(run_bump, name)],
-            "uptodate": [False],
-            "meta": {"quiet": True},
-            "verbosity": 2,
-        }
-
-
-def audit_task(options: Options, fmt: str, dockerfile: str) -> Task:
-    def show() -> None:
-        _check_format(fmt)
-        if dockerfile:
-            report = dockerfile_audit.audit(_read_dockerfile(dockerfile), dockerfile)
-            text = dockerfile_audit.as_json(report) if fmt == "json" else None
-            print(text or dockerfile_audit.as_text(report))
-            dockerfile_audit.verdict(report)
-            return
-        rows = audit.audit_pins(run_for(options))
-        print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
-        audit.verdict(rows)
-
-    return _report(
-        "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed", show
-    )
-
-
-def compare_task(options: Options, fmt: str, dockerfile: str) -> Task:
-    def show() -> None:
-        if not dockerfile:
-            raise VariableError(
-                "compare needs dockerfile=<path>: an upstream recipe to set beside the graph"
-            )
-        comparison = compare.compare(_read_dockerfile(dockerfile), dockerfile, run_for(options))
-        text = compare.as_json(comparison) if fmt == "json" else compare.as_text(comparison)
-        print(text)
-        compare.verdict(comparison)
-
-    return _report(
-        "set an upstream recipe (dockerfile=<path>) beside the graph: every pin, variable, "
-        "install, patch, link and cleanup, same or explained",
-        show,
-    )
 
 
 def _read_dockerfile(name: str) -> str:
@@ -325,84 +213,249 @@ def _read_dockerfile(name: str) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def render_task(check: bool) -> Task:
-    def write() -> None:
-        run = run_for(resolve(Options()))  # the docs are of pins.toml, whatever the variables
-        stale = [str(path.relative_to(ROOT)) for path in docs.write(run, check=check)]
-        if check and stale:
-            raise StaleError(f"stale generated docs: {', '.join(stale)}; run `doit render`")
-        print("\n".join(f"wrote {path}" for path in stale) or "docs are fresh")
+class Tasks:
+    """The tasks of one invocation over ``graph``, and what they share."""
 
-    return {
-        "doc": "write the docs made from pins.toml: README key versions, docker/Dockerfile.rocm",
-        "actions": [guarded(write)],
-        "uptodate": [False],
-        "verbosity": 2,
-    }
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._runs: dict[Options, Run] = {}
+        self._outside: dict[Options, Outside] = {}
+        self._demos: dict[str, demo_profile.Demo] = {}
 
+    # ------------------------------------------------------------ shared state
 
-def dockerfile_tasks(options: Options) -> Iterator[Task]:
-    yield {"basename": "dockerfile", "name": None, "doc": "print a stage's rendered Dockerfile"}
-    for stage in stages.graph():
+    def run(self, options: Options) -> Run:
+        """The Run of ``options``: made once, its pins read when first needed."""
+        if options not in self._runs:
+            load = self.demo(options.profile).load_pins if options.profile else load_pins
+            self._runs[options] = Run(options, self.graph, load)
+        return self._runs[options]
 
-        def show(name: str = stage.name) -> None:
-            run = run_for(options)
-            print(recipe.render(_in_profile(run, name), run.pins, run.archs), end="")
+    def forget(self, options: Options) -> None:
+        """The pins of ``options`` were rewritten (the demo locked them): read them again."""
+        self._runs.pop(options, None)
 
-        yield {
-            "basename": "dockerfile",
-            "name": stage.name,
-            "doc": f"print the Dockerfile of stage {stage.name}",
-            "actions": [guarded(show)],
+    def outside(self, options: Options) -> Outside:
+        """What the commands of ``options`` reach beyond this process."""
+        if options not in self._outside:
+            logs = self.run(options).state_dir / "logs"
+            self._outside[options] = Outside(logs=logs, network=options.network or None)
+        return self._outside[options]
+
+    def demo(self, profile: str) -> demo_profile.Demo:
+        """The demo of a profile, one per invocation: its servers run while its builds do."""
+        if profile not in self._demos:
+            self._demos[profile] = demo_profile.Demo(self.graph, profile)
+        return self._demos[profile]
+
+    # ------------------------------------------------------------ reports
+
+    def plan_task(self, options: Options, fmt: str) -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            run = self.run(options)
+            made = plan.make_plan(run, self.outside(options).engine)
+            print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
+
+        return _report(
+            "show every stage: key, arch-dependent, built or not, and why it would build", show
+        )
+
+    def lock_task(self, options: Options) -> Task:
+        def run_lock() -> None:
+            _show(lock.run_lock(self.run(options), self.outside(options)))
+
+        return {
+            "doc": "record what only the network knows: wheel files and sha256, full commits, "
+            "digests",
+            "actions": [guarded(run_lock)],
             "uptodate": [False],
-            "meta": {"quiet": True},
             "verbosity": 2,
         }
 
+    def patches_task(self, options: Options, fmt: str) -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            rows = patch_status.table(self.run(options), self.outside(options))
+            print(patch_status.as_json(rows) if fmt == "json" else patch_status.as_text(rows))
+            patch_status.verdict(rows)
 
-def demo_task(options: Options) -> Task:
-    """Serves the demo's upstreams while builds of ``profile=demo`` need them."""
-    run = run_for(options)
-    prepared = demo(options.profile or "demo")
+        return _report(
+            "check every patch against its pinned tree: applies, obsolete or conflicts", show
+        )
 
-    def start() -> None:
-        engine = run.engine
-        if not isinstance(engine, DockerEngine):
-            raise VariableError("profile=demo builds on the local Docker engine only")
-        prepared.start(engine)
-        run.reset()  # its pins may be the generated ones, just locked
+    def bump_tasks(self, options: Options, to: str, force: bool, dry: bool) -> Iterator[Task]:
+        """bump:<source> for every pinned source a stage reads, bump:base, bump:all."""
+        names = sorted({source for stage in self.graph for source in stage.sources})
+        yield {"basename": "bump", "name": None, "doc": "move pins to upstream's newest"}
 
-    return {
-        "doc": "prepare the demo profile: upstreams, base image, pins (profile=demo builds use it)",
-        "actions": [guarded(start)],
-        "teardown": [prepared.stop],
-        "uptodate": [False],
-    }
+        def run_bump(name: str) -> None:
+            run = self.run(options)
+            # all: the sources this profile pins (pins-rocm702.toml pins no SGLang), known
+            # only once its pins are read.
+            targets = [*sorted(run.pins.sources), "base"] if name == "all" else [name]
+            if to and len(targets) > 1:
+                raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
+            outside = self.outside(options)
+            _show(bump.run_bump(run, outside, targets, to, force=force, dry=dry))
 
+        for name in [*names, "base", "all"]:
+            doc = {
+                "base": "move the base image's digest to what its tag points to now",
+                "all": "bump every source and the base image",
+            }.get(
+                name,
+                f"move {name} to upstream's newest commit (or to=<commit|tag>), patches checked",
+            )
+            yield {
+                "basename": "bump",
+                "name": name,
+                "doc": doc,
+                "actions": [guarded(run_bump, name)],
+                "uptodate": [False],
+                "meta": {"quiet": True},
+                "verbosity": 2,
+            }
 
-def build_tasks(options: Options) -> Iterator[Task]:
-    run = run_for(options)
-    setup = ["demo"] if options.profile else []
-    yield {"basename": "build", "name": None, "doc": "build a stage and what it needs"}
-    for stage in run.stages:  # every stage: which are this profile's is read from its pins
+    def audit_task(self, options: Options, fmt: str, dockerfile: str) -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            if dockerfile:
+                report = dockerfile_audit.audit(_read_dockerfile(dockerfile), dockerfile)
+                text = dockerfile_audit.as_json(report) if fmt == "json" else None
+                print(text or dockerfile_audit.as_text(report))
+                dockerfile_audit.verdict(report)
+                return
+            rows = audit.audit_pins(self.run(options), self.outside(options))
+            print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
+            audit.verdict(rows)
+
+        return _report(
+            "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed",
+            show,
+        )
+
+    def compare_task(self, options: Options, fmt: str, dockerfile: str) -> Task:
+        def show() -> None:
+            if not dockerfile:
+                raise VariableError(
+                    "compare needs dockerfile=<path>: an upstream recipe to set beside the graph"
+                )
+            text = _read_dockerfile(dockerfile)
+            comparison = compare.compare(text, dockerfile, self.run(options))
+            shown = compare.as_json(comparison) if fmt == "json" else compare.as_text(comparison)
+            print(shown)
+            compare.verdict(comparison)
+
+        return _report(
+            "set an upstream recipe (dockerfile=<path>) beside the graph: every pin, variable, "
+            "install, patch, link and cleanup, same or explained",
+            show,
+        )
+
+    def render_task(self, check: bool) -> Task:
+        def write() -> None:
+            # the docs are of pins.toml, whatever the variables
+            run = Run(Options(pins=str(docs.PINS)), self.graph)
+            stale = [str(path.relative_to(ROOT)) for path in docs.write(run, check=check)]
+            if check and stale:
+                raise StaleError(f"stale generated docs: {', '.join(stale)}; run `doit render`")
+            print("\n".join(f"wrote {path}" for path in stale) or "docs are fresh")
+
+        return {
+            "doc": "write what is generated: README key versions and differences, "
+            "docker/Dockerfile.rocm",
+            "actions": [guarded(write)],
+            "uptodate": [False],
+            "verbosity": 2,
+        }
+
+    def dockerfile_tasks(self, options: Options) -> Iterator[Task]:
+        yield {"basename": "dockerfile", "name": None, "doc": "print a stage's rendered Dockerfile"}
+        for stage in self.graph:
+
+            def show(name: str = stage.name) -> None:
+                run = self.run(options)
+                print(recipe.render(_in_profile(run, name), run.pins, run.archs), end="")
+
+            yield {
+                "basename": "dockerfile",
+                "name": stage.name,
+                "doc": f"print the Dockerfile of stage {stage.name}",
+                "actions": [guarded(show)],
+                "uptodate": [False],
+                "meta": {"quiet": True},
+                "verbosity": 2,
+            }
+
+    # ------------------------------------------------------------ builds
+
+    def demo_task(self, options: Options) -> Task:
+        """Serves the demo's upstreams while builds of ``profile=demo`` need them."""
+        prepared = self.demo(options.profile or "demo")
+
+        def start() -> None:
+            prepared.start(self.outside(options))
+            self.forget(options)  # its pins were just locked: builds read them afresh
+
+        return {
+            "doc": "prepare an offline demo profile: upstreams, base image, pins "
+            "(profile=demo builds use it)",
+            "actions": [guarded(start)],
+            "teardown": [prepared.stop],
+            "uptodate": [False],
+        }
+
+    def build_tasks(self, options: Options) -> Iterator[Task]:
+        setup = ["demo"] if options.profile else []
+        final = self.graph.final
+        yield {"basename": "build", "name": None, "doc": "build a stage and what it needs"}
+        for stage in self.graph:  # every stage: which are this profile's is read from its pins
+            yield {
+                "basename": "build",
+                "name": stage.name,
+                "doc": stage.doc,
+                "actions": [guarded(self._build, options, stage.name)],
+                "task_dep": [f"build:{parent}" for parent in stage.parents],
+                "setup": setup,
+                "uptodate": [self._uptodate(options, stage.name)],
+            }
         yield {
             "basename": "build",
-            "name": stage.name,
-            "doc": stage.doc,
-            "actions": [guarded(_build, run, stage.name)],
-            "task_dep": [f"build:{parent}" for parent in stage.parents],
+            "name": "image",
+            "doc": "build the whole image for arch=... and tag it with its friendly name",
+            "actions": [guarded(self._tag_final, options)],
+            "task_dep": [f"build:{final}"],
             "setup": setup,
-            "uptodate": [_uptodate(build.is_built, run, stage.name)],
+            "uptodate": [self._uptodate(options, final, tagged=True)],
         }
-    yield {
-        "basename": "build",
-        "name": "image",
-        "doc": "build the whole image for arch=... and tag it with its friendly name",
-        "actions": [guarded(_tag_final, run)],
-        "task_dep": [f"build:{stages.FINAL}"],
-        "setup": setup,
-        "uptodate": [_uptodate(build.is_tagged, run, stages.FINAL)],
-    }
+
+    def _uptodate(self, options: Options, stage: str, tagged: bool = False) -> Any:
+        def uptodate() -> bool:
+            run, engine = self.run(options), self.outside(options).engine
+            try:
+                if stage not in run.graph.stages:
+                    return True  # a stage the profile leaves out has nothing to build
+                if tagged:
+                    return build.is_tagged(run, engine)
+                return build.is_built(run, engine, stage)
+            except GraphToolError:
+                return False  # the action runs and reports the error in one line
+
+        return uptodate
+
+    def _build(self, options: Options, stage: str) -> None:
+        run, outside = self.run(options), self.outside(options)
+        if stage not in run.graph.stages:
+            return
+        started = time.monotonic()
+        if build.build_stage(run, outside.engine, outside, stage):
+            print(f"built {stage} {run.keys[stage].short} in {time.monotonic() - started:.1f} s")
+
+    def _tag_final(self, options: Options) -> None:
+        run = self.run(options)
+        alias = build.tag_final(run, self.outside(options).engine)
+        print(f"tagged {alias} = {run.ref(run.graph.final)}")
 
 
 def _in_profile(run: Run, name: str) -> Stage:
@@ -410,26 +463,3 @@ def _in_profile(run: Run, name: str) -> Stage:
         sources = ", ".join(f"[sources.{s}]" for s in run.stages[name].sources)
         raise VariableError(f"stage {name} is not part of {run.options.pins}: it pins no {sources}")
     return run.graph[name]
-
-
-def _uptodate(check: Any, run: Run, stage: str) -> Any:
-    def uptodate() -> bool:
-        try:
-            # A stage the profile leaves out has nothing to build.
-            return stage not in run.graph.stages or bool(check(run, stage))
-        except GraphToolError:
-            return False  # the action runs and reports the error in one line
-
-    return uptodate
-
-
-def _build(run: Run, stage: str) -> None:
-    if stage not in run.graph.stages:
-        return
-    started = time.monotonic()
-    if build.build_stage(run, stage):
-        print(f"built {stage} {run.keys[stage].short} in {time.monotonic() - started:.1f} s")
-
-
-def _tag_final(run: Run) -> None:
-    print(f"tagged {build.tag_final(run, stages.FINAL)} = {run.ref(stages.FINAL)}")

@@ -32,8 +32,6 @@ MODULES = (
     assemble, prune, manifest,
 )  # fmt: skip
 
-FINAL = "manifest"  # the stage whose image `doit build:image` tags
-
 
 @functools.cache
 def graph() -> Graph:

@@ -1,6 +1,6 @@
 """base: the pinned base image, OS packages, a Python venv, ccache and build tools."""
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph import Fetch, Stage
 
 STAGE = Stage(
     name="base",
@@ -18,5 +18,5 @@ STAGE = Stage(
     ),
     recipe="base.Dockerfile.j2",
     files=("docker/apt.j2",),
-    fetches=("base_keys",),
+    fetches=(Fetch.BASE_KEYS,),
 )

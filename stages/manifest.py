@@ -10,7 +10,7 @@ already cover everything it records. training_docker_version is the
 commit_tag= variable (verl's GIT_COMMIT_TAG build argument, default DEV).
 """
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph import Fetch, Stage
 
 # Every source a profile may pin: the smoke check reads what each installs (a profile that
 # leaves an optional source out drops its reads with its stage).
@@ -37,6 +37,6 @@ STAGE = Stage(
     recipe="manifest.Dockerfile.j2",
     files=("rocmgraph/inimage/manifest.py", "rocmgraph/inimage/smoke.py"),
     arch_dependent=True,
-    fetches=("provenance",),
+    fetches=(Fetch.PROVENANCE,),
     variables=(("commit_tag", "DEV"),),
 )

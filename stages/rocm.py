@@ -5,7 +5,7 @@ ROCm packages at their pinned versions. From a base that already carries ROCm
 (rocm/primus) it only checks that the release is the pinned one.
 """
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph import Fetch, Stage
 
 STAGE = Stage(
     name="rocm",
@@ -14,5 +14,5 @@ STAGE = Stage(
     reads=(("rocm",), ("base", "provides")),
     recipe="rocm.Dockerfile.j2",
     files=("docker/apt.j2", "rocmgraph/inimage/verify_rocm.py"),
-    fetches=("rocm_key",),
+    fetches=(Fetch.ROCM_KEY,),
 )

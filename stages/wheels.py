@@ -5,7 +5,7 @@ multi-GB torch wheel never lands in a layer. From a base that already carries
 the stack (rocm/primus) the stage only checks the pinned versions.
 """
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph import Fetch, Stage
 
 STAGE = Stage(
     name="wheels",
@@ -14,5 +14,5 @@ STAGE = Stage(
     reads=(("wheels",), ("base", "provides")),
     recipe="wheels.Dockerfile.j2",
     files=("rocmgraph/inimage/verify_dists.py",),
-    fetches=("wheels",),
+    fetches=(Fetch.WHEELS,),
 )

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomlkit
 from hypothesis import settings
+
+from rocmgraph import pinsedit
 
 ROOT = Path(__file__).resolve().parents[1]
 PINS = ROOT / "pins.toml"
@@ -23,22 +24,12 @@ settings.load_profile("repeatable")
 
 
 def edit_toml(text: str, path: Sequence[str], value: Any) -> str:
-    """``text`` with the value at ``path`` set (tomlkit: comments and layout kept)."""
-    document = tomlkit.parse(text)
-    node: Any = document
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    return tomlkit.dumps(document)
+    """``text`` with the value at ``path`` set (comments and layout kept)."""
+    return pinsedit.apply(text, [pinsedit.Change(tuple(path), "", value)])
 
 
 def delete_toml(text: str, path: Sequence[str]) -> str:
-    document = tomlkit.parse(text)
-    node: Any = document
-    for part in path[:-1]:
-        node = node[part]
-    del node[path[-1]]
-    return tomlkit.dumps(document)
+    return pinsedit.delete(text, tuple(path))
 
 
 def run_doit(

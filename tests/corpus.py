@@ -12,8 +12,7 @@ from pathlib import Path
 
 import tomli
 
-from rocmgraph.layout import default_cache
-from rocmgraph.outside import pypi
+from rocmgraph.outside import default_cache, pypi
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.store import Store
 

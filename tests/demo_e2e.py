@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import edit_toml, need_docker, run_doit
 
-from rocmgraph.demo.profile import Demo
+from rocmgraph.demo.profile import pins_path
 
 DOCKER = "/usr/bin/docker"
 SITE = "/opt/venv/lib/python3.11/site-packages"
@@ -118,7 +118,7 @@ def copy_of_demo(tmp: Path, profile: str = "demo", name: str = "verl-e2e") -> E2
     """A fresh copy of a demo profile's generated (locked) pins, its images named ``name``."""
     tmp.mkdir(parents=True, exist_ok=True)
     world = E2E(tmp / "pins.toml", profile)
-    world.pins.write_text(Demo(profile).pins.read_text())
+    world.pins.write_text(pins_path(profile).read_text())
     world.edit(["image", "name"], name)
     return world
 

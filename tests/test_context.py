@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import run_doit
 from servers import commit
-from world import World, locked_run
+from world import World, locked_run, prepare
 
 import stages
-from rocmgraph import context, patches
+from rocmgraph import patches
 from rocmgraph.errors import FetchError, PatchError
+from rocmgraph.outside import Outside, default_cache
 from rocmgraph.run import Options, Run
 
 
@@ -20,13 +21,13 @@ def test_a_source_stage_gets_its_patched_tree_without_git(
     world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     run = locked_run(world, monkeypatch)
-    dest = context.prepare(run, "vllm", tmp_path / "ctx")
+    dest = prepare(run, "vllm", tmp_path / "ctx")
     assert (dest / "Dockerfile").read_text().startswith("# vllm: built from pinned sources")
     tree = dest / "src" / "vllm"
     assert not (tree / ".git").exists()
     assert "hipMemset" in (tree / "csrc/cumem_allocator.cpp").read_text()
     assert (dest / "docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch").is_file()
-    cached = run.cache / "git" / world.commits["vllm"]
+    cached = default_cache() / "git" / world.commits["vllm"]
     assert "hipMemset" not in (cached / "csrc/cumem_allocator.cpp").read_text()
 
 
@@ -34,14 +35,14 @@ def test_the_wheels_stage_gets_its_files_by_hash_and_a_hashed_requirements_file(
     world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     run = locked_run(world, monkeypatch)
-    dest = context.prepare(run, "wheels", tmp_path / "ctx")
+    dest = prepare(run, "wheels", tmp_path / "ctx")
     lines = (dest / "wheels" / "requirements.txt").read_text().splitlines()
     torch = run.pins.wheels["torch"]
     assert f"/tmp/wheels/{torch.file} --hash=sha256:{torch.sha256}" in lines
     assert len(lines) == 5
-    stored = run.store.path(torch.sha256, torch.file)
+    stored = Outside().store.path(torch.sha256, torch.file)
     assert (dest / "wheels" / torch.file).stat().st_ino == stored.stat().st_ino  # a link
-    key = context.prepare(run, "rocm", tmp_path / "rocm")
+    key = prepare(run, "rocm", tmp_path / "rocm")
     assert (key / "rocm.gpg.key").read_bytes().startswith(b"-----BEGIN PGP")
 
 
@@ -52,7 +53,7 @@ def test_an_unlocked_wheel_stops_the_context_with_what_to_do(
         monkeypatch.setenv(name, value)
     run = Run(Options(pins=str(world.pins), arch="gfx942"), stages.graph())
     with pytest.raises(FetchError) as caught:
-        context.prepare(run, "wheels", tmp_path / "ctx")
+        prepare(run, "wheels", tmp_path / "ctx")
     assert str(caught.value) == (
         "stage wheels: [wheels.apex] has no exact file and sha256 yet; run `doit lock`"
     )
@@ -69,7 +70,7 @@ def test_a_conflicting_patch_stops_the_stage_before_any_build(
     world.pins.write_text(world.pins_text().replace(world.commits["vllm"], moved))
     run = locked_run(world, monkeypatch)
     with pytest.raises(PatchError) as caught:
-        context.prepare(run, "vllm", tmp_path / "ctx")
+        prepare(run, "vllm", tmp_path / "ctx")
     assert str(caught.value) == (
         "source vllm: docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch conflicts: "
         "csrc/cumem_allocator.cpp: hunk 1 (@@ -212,6 +212,14 @@) does not apply"

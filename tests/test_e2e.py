@@ -236,7 +236,7 @@ def test_losing_the_doit_database_rebuilds_nothing(e2e: E2E) -> None:
 
 
 def test_one_pin_changed_rebuilds_exactly_its_stage_and_descendants(e2e: E2E) -> None:
-    demo = Demo()
+    demo = Demo(stages.graph())
     second = _commits(demo, "sglang")[1]
     vllm_before = {k: v for k, v in image_ids().items() if k.startswith("vllm:")}
     first = pins.load(e2e.pins).sources["sglang"].commit

@@ -15,8 +15,7 @@ import pytest
 from conftest import PINS, ROOT, edit_toml
 
 import stages
-from rocmgraph import keys, kinds, pins
-from rocmgraph.layout import default_cache
+from rocmgraph import keys, kinds, pins, recipe
 from rocmgraph.pins import Leaf, format_path, is_under
 
 GRAPH = stages.graph()
@@ -44,8 +43,22 @@ def test_keys_are_64_hex_and_all_different() -> None:
 
 
 def test_canonical_encoding_ignores_insertion_order() -> None:
-    assert keys.canonical({"b": 1, "a": [2, 3]}) == keys.canonical({"a": [2, 3], "b": 1})
-    assert keys.canonical({"a": 1}) == b'{"a":1}'
+    def inputs(pins: dict[str, keys.Json]) -> keys.Inputs:
+        return keys.Inputs(1, "s", "d", {"f": "0"}, pins, None, {})
+
+    one = inputs({"[a].b": 1, "[a].a": [2, 3]})
+    assert keys.canonical(one) == keys.canonical(inputs({"[a].a": [2, 3], "[a].b": 1}))
+    assert keys.canonical(one) == (
+        b'{"arch":null,"dockerfile":"d","files":{"f":"0"},"parents":{},'
+        b'"pins":{"[a].a":[2,3],"[a].b":1},"schema":1,"stage":"s"}'
+    )
+
+
+def test_inputs_survive_a_record_and_an_older_one_reads_empty() -> None:
+    now = keys.compute(GRAPH, REAL, ("gfx942",))["vllm"].inputs
+    assert keys.Inputs.from_json(now.as_json()) == now
+    old = keys.Inputs.from_json({"schema": 0, "pins": {"[x].y": "z"}})
+    assert (old.schema, old.files, old.pins, old.arch) == (0, {}, {"[x].y": "z"}, None)
 
 
 def test_same_inputs_same_keys_in_another_process_and_another_checkout(tmp_path: Path) -> None:
@@ -214,23 +227,32 @@ def test_a_changed_recipe_file_changes_its_stage(
     assert {n for n in before if before[n] != after[n]} == downstream({"wheels"})
 
 
-def test_computing_every_key_reads_only_small_recipe_files() -> None:
-    opened: list[str] = []
+def test_computing_every_key_reads_only_small_recipe_files_and_writes_nothing() -> None:
+    """Keys (and so plans) need no writable directory: a fresh process's first keys open
+    the recipe files for reading, and nothing else."""
+    opened: list[tuple[str, str]] = []
+    written: list[str] = []
     recording = [True]
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event == "open" and recording[0] and isinstance(args[0], (str, Path)):
-            opened.append(os.fspath(args[0]))
+        if not recording[0]:
+            return
+        if event == "open" and isinstance(args[0], (str, Path)):
+            opened.append((os.fspath(args[0]), str(args[1] or "r")))
+        elif event in ("os.mkdir", "os.rename", "os.remove", "shutil.copyfile"):
+            written.append(f"{event} {args[0]}")
 
+    recipe._environment.cache_clear()  # compile the templates afresh, as a new process does
     sys.addaudithook(hook)  # audit hooks cannot be removed: this one switches itself off
     try:
         keys.compute(GRAPH, REAL, ("gfx942", "gfx950"))
     finally:
         recording[0] = False
     recipes = {ROOT / name for stage in GRAPH for name in keys.recipe_files(stage, REAL)}
-    compiled = (default_cache() / "jinja").resolve()  # the templates, compiled
     assert opened, "the hook saw no file: it cannot vouch for anything"
-    for name in opened:
+    assert written == []
+    for name, mode in opened:
         path = Path(name).resolve()
-        assert path in recipes or path.is_relative_to(compiled), name
+        assert path in recipes, name
+        assert not set(mode) & set("wax+"), (name, mode)
         assert path.stat().st_size < 64 * 1024, name

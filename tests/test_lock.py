@@ -8,7 +8,7 @@ import pytest
 from conftest import run_doit
 from world import KEY, WHEELS, World, values_blanked, wheel_bytes
 
-from rocmgraph import lock, pins
+from rocmgraph import pins, pinsedit
 
 
 def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world: World) -> None:
@@ -89,11 +89,11 @@ def test_a_list_keeps_its_layout_and_the_comments_of_the_items_that_stay(
     text: str, new: tuple[str, ...], written: str
 ) -> None:
     path = ("sources", "vllm", "patches") if text.startswith("[") else ("patches",)
-    after = lock.apply(text, [lock.Change(path, (), new)])
+    after = pinsedit.apply(text, [pinsedit.Change(path, (), new)])
     assert written in after if text.startswith("[") else after == written
     assert after.count("commit") == text.count("commit")
 
 
 def test_a_value_the_file_does_not_have_yet_is_added_to_its_table() -> None:
-    after = lock.apply(MULTI, [lock.Change(("sources", "vllm", "tag"), "", "v1")])
+    after = pinsedit.apply(MULTI, [pinsedit.Change(("sources", "vllm", "tag"), "", "v1")])
     assert after == MULTI + 'tag = "v1"\n'

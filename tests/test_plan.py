@@ -11,7 +11,7 @@ from conftest import PINS, edit_toml, run_doit
 import stages
 from rocmgraph import records
 from rocmgraph.engine import BuildJob
-from rocmgraph.plan import as_text, make_plan
+from rocmgraph.plan import Status, as_text, make_plan
 from rocmgraph.run import Options, Run
 
 VLLM_COMMIT = "18d87a87dc39c1a50f452b218fdcc3aeec48d18e"
@@ -78,18 +78,18 @@ def test_plan_says_which_input_changed_since_the_last_build(
 ) -> None:
     before = write_pins(pins_text)
     engine = SetEngine(set())
-    run = Run(Options(pins=str(before), arch="gfx942"), stages.graph(), engine)
+    run = Run(Options(pins=str(before), arch="gfx942"), stages.graph())
     for stage in run.graph:  # as the builder records them
         engine.refs.add(run.ref(stage.name))
         records.save(
             run.records_dir, stage.name, run.keys[stage.name].key, run.keys[stage.name].inputs
         )
-    assert {p.status for p in make_plan(run)} == {"built"}
+    assert {p.status for p in make_plan(run, engine).stages} == {Status.BUILT}
 
     before.write_text(edit_toml(pins_text, ["sources", "vllm", "commit"], NEW_COMMIT))
-    bumped = Run(Options(pins=str(before), arch="gfx942"), stages.graph(), engine)
-    plans = {p.name: p for p in make_plan(bumped)}
-    assert {name for name, p in plans.items() if p.status == "not built"} == {
+    bumped = Run(Options(pins=str(before), arch="gfx942"), stages.graph())
+    plans = {p.name: p for p in make_plan(bumped, engine).stages}
+    assert {name for name, p in plans.items() if p.status is Status.NOT_BUILT} == {
         "vllm", "assemble", "prune", "manifest",
     }  # fmt: skip
     assert plans["vllm"].reasons == (
@@ -98,8 +98,9 @@ def test_plan_says_which_input_changed_since_the_last_build(
     assert plans["assemble"].reasons == ("parent vllm changed",)
     assert plans["sglang"].reasons == ()
 
-    mi350 = Run(Options(pins=str(before), arch="gfx950"), stages.graph(), engine)
-    assert {p.name: p.reasons for p in make_plan(mi350)}["sglang"] == ("arch: gfx942 -> gfx950",)
+    mi350 = Run(Options(pins=str(before), arch="gfx950"), stages.graph())
+    reasons = {p.name: p.reasons for p in make_plan(mi350, engine).stages}
+    assert reasons["sglang"] == ("arch: gfx942 -> gfx950",)
 
 
 def test_a_pins_file_is_not_explained_by_the_builds_of_the_one_beside_it(
@@ -108,16 +109,17 @@ def test_a_pins_file_is_not_explained_by_the_builds_of_the_one_beside_it(
     # pins.toml and pins-rocm702.toml sit side by side and build different images: the last
     # build of one says nothing about why a stage of the other builds.
     first = write_pins(pins_text)
-    run = Run(Options(pins=str(first), arch="gfx942"), stages.graph(), SetEngine(set()))
+    run = Run(Options(pins=str(first), arch="gfx942"), stages.graph())
     for stage in run.graph:
         records.save(
             run.records_dir, stage.name, run.keys[stage.name].key, run.keys[stage.name].inputs
         )
     text = edit_toml(pins_text, ["sources", "vllm", "commit"], NEW_COMMIT)
     other = write_pins(edit_toml(text, ["image", "name"], "verl-other"), "other.toml")
-    beside = Run(Options(pins=str(other), arch="gfx942"), stages.graph(), SetEngine(set()))
-    assert {p.name: p.reasons for p in make_plan(beside)}["vllm"] == ("never built",)
-    again = {p.name: p.reasons for p in make_plan(run)}
+    beside = Run(Options(pins=str(other), arch="gfx942"), stages.graph())
+    engine = SetEngine(set())
+    assert {p.name: p.reasons for p in make_plan(beside, engine).stages}["vllm"] == ("never built",)
+    again = {p.name: p.reasons for p in make_plan(run, engine).stages}
     assert again["vllm"] == (f"image {run.ref('vllm')} is gone (it was built before)",)
 
 
@@ -125,9 +127,9 @@ def test_plan_text_is_a_table_with_the_reasons(
     write_pins: Callable[..., Path], pins_text: str
 ) -> None:
     path = write_pins(pins_text)
-    run = Run(Options(pins=str(path), arch="gfx942"), stages.graph(), SetEngine(set()))
-    run.engine.refs.add(run.ref("base"))  # type: ignore[attr-defined]
-    lines = as_text(run, make_plan(run)).splitlines()
+    run = Run(Options(pins=str(path), arch="gfx942"), stages.graph())
+    engine = SetEngine({run.ref("base")})
+    lines = as_text(run, make_plan(run, engine)).splitlines()
     assert lines[0] == f"plan for arch gfx942 from {path}"
     assert lines[1] == "stage               key           arch  status     why"
     base_key = run.keys["base"].short
@@ -164,4 +166,4 @@ def test_pins_are_the_default_and_the_record_lives_beside_them() -> None:
     assert Path(run.options.pins).name == PINS.name
     assert run.archs == ("gfx942", "gfx950")
     assert run.friendly_tag() == "verl-rocm:gfx942-gfx950"
-    assert VLLM_COMMIT in run.keys["vllm"].inputs["pins"].values()
+    assert VLLM_COMMIT in run.keys["vllm"].inputs.pins.values()

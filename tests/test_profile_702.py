@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from conftest import edit_toml, run_doit
 from servers import commit, git
-from world import World, key_bytes, locked_run, values_blanked, wheel_bytes
+from world import World, key_bytes, locked_run, prepare, values_blanked, wheel_bytes
 
-from rocmgraph import context, pins
+from rocmgraph import pins
 from rocmgraph.errors import LockError
 from rocmgraph.pins import format_path
+from rocmgraph.run import Run
 
 STAGES = ["base", "rocm", "wheels", "aiter", "flash_attention", "transformer_engine", "verl",
           "vllm", "assemble", "prune", "manifest"]  # fmt: skip
@@ -264,22 +265,22 @@ def test_a_build_that_reads_its_version_from_git_stops_on_an_empty_one(
 ) -> None:
     run = locked_run(world_702, monkeypatch)
     with pytest.raises(LockError) as caught:
-        context.prepare(run, "vllm", tmp_path / "ctx")
+        prepare(run, "vllm", tmp_path / "ctx")
     assert str(caught.value) == (
         "source vllm: [sources.vllm].version is empty, but its build reads its version from "
         "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, VLLM_VERSION_OVERRIDE (the tree has no .git); "
         "pin the version upstream's tag at the commit gives"
     )
     pin_versions_by_hand(world_702)
-    run.reset()
-    dockerfile = (context.prepare(run, "vllm", tmp_path / "ctx") / "Dockerfile").read_text()
+    run = Run(run.options, run.stages)  # the pins file changed: read it again
+    dockerfile = (prepare(run, "vllm", tmp_path / "ctx") / "Dockerfile").read_text()
     assert (
         "    SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.11.1rc2 VLLM_VERSION_OVERRIDE=0.11.1rc2 pip "
         "wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\"
     ) in dockerfile.splitlines()
-    base = context.prepare(run, "base", tmp_path / "base")  # the deadsnakes key, by its hash
+    base = prepare(run, "base", tmp_path / "base")  # the deadsnakes key, by its hash
     assert (base / "keys" / "deadsnakes.asc").read_bytes() == key_bytes("deadsnakes")
-    wheels = context.prepare(run, "wheels", tmp_path / "wheels")
+    wheels = prepare(run, "wheels", tmp_path / "wheels")
     assert sorted(path.name for path in (wheels / "wheels").glob("*.whl")) == sorted(
         world_702.wheels.values()
     )

@@ -25,8 +25,8 @@ from packaging.utils import canonicalize_name
 from servers import LoopbackServer, Route, closed_url, commit, git, make_repo
 
 import stages
-from rocmgraph import patches, pins
-from rocmgraph.outside import apt
+from rocmgraph import context, patches, pins
+from rocmgraph.outside import Outside, apt
 from rocmgraph.outside.registry import Reference
 from rocmgraph.pins import PinPath
 from rocmgraph.run import Options, Run
@@ -92,6 +92,13 @@ def locked_run(world: World, monkeypatch: pytest.MonkeyPatch, arch: str = "gfx94
         monkeypatch.setenv(name, value)
     assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
     return Run(Options(pins=str(world.pins), arch=arch), stages.graph())
+
+
+def prepare(run: Run, stage: str, dest: Path) -> Path:
+    """Stage ``stage``'s build context, fetched as a command fetches it (through this
+    process's cache, as its environment names it)."""
+    outside = Outside()
+    return context.prepare(run, outside.engine, outside, stage, dest)
 
 
 def wheel_bytes(name: str) -> bytes:

@@ -22,14 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import stages
-from rocmgraph import lock
+from rocmgraph import lock, pinsedit
 from rocmgraph.demo import baseimage, fixtures, primus
 from rocmgraph.demo.serve import Files, Registry
 from rocmgraph.errors import LockError
 from rocmgraph.fsutil import atomic_write_text
+from rocmgraph.graph import Graph
 from rocmgraph.layout import ROOT
+from rocmgraph.outside import Outside
 from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.pins import Pins
+from rocmgraph.pins import load as load_pins
 from rocmgraph.run import Options, Run
 
 HTTP_PORT = 38470
@@ -68,12 +71,21 @@ PROFILES = {
 }
 
 
+DEMO_ROOT = ROOT / ".build" / "demo"  # the upstreams and the registry, which profiles share
+
+
+def pins_path(profile: str, root: Path = DEMO_ROOT) -> Path:
+    """Where a profile's generated pins live: a folder of their own, with its build records
+    and logs beside them."""
+    return root / profile / "pins.toml"
+
+
 class Demo:
-    def __init__(self, profile: str = "demo", root: Path = ROOT / ".build" / "demo") -> None:
+    def __init__(self, graph: Graph, profile: str = "demo", root: Path = DEMO_ROOT) -> None:
+        self.graph = graph
         self.profile = PROFILES[profile]
-        self.root = root  # the upstreams and the registry, which both profiles share
-        # Each profile's pins in a folder of their own: its build records and logs beside them.
-        self.pins = root / profile / "pins.toml"
+        self.root = root
+        self.pins = pins_path(profile, root)
         self.fills = self.pins.with_name("locked.json")
         self.servers: list[Files | Registry] = []
 
@@ -85,19 +97,25 @@ class Demo:
         source = hashlib.sha256(f"{template}\0{fills_text}".encode()).hexdigest()
         if self.pins.is_file() and made_from.is_file() and made_from.read_text() == source:
             return self.pins  # the common case, a no-op: nothing to parse
-        fills = [lock.Change(tuple(path), "", value) for path, value in json.loads(fills_text)]
-        atomic_write_text(self.pins, lock.apply(template, fills))
+        fills = [pinsedit.Change(tuple(path), "", value) for path, value in json.loads(fills_text)]
+        atomic_write_text(self.pins, pinsedit.apply(template, fills))
         atomic_write_text(made_from, source)
         return self.pins
 
-    def start(self, engine: DockerEngine) -> None:
+    def load_pins(self, path: str) -> Pins:
+        """The profile's pins, generated first if its template or locked values moved."""
+        self.sync_pins()
+        return load_pins(path)
+
+    def start(self, outside: Outside) -> None:
         """Fixtures made, servers up, base image pushed, the generated pins locked."""
+        engine = outside.docker
         fixtures.build(self.root / "fixtures")
         self.servers.append(Files(self.root / "fixtures" / "www", HTTP_PORT))
         self.servers.append(Registry(self.root / "registry", REGISTRY_PORT))
         self.profile.make_base(engine, self.profile.base, self.root)
         self.fills.unlink(missing_ok=True)
-        result = lock.resolve(Run(Options(pins=str(self.sync_pins())), stages.graph(), engine))
+        result = lock.resolve(Run(Options(pins=str(self.sync_pins())), self.graph), outside)
         if result.unresolved:
             raise LockError("demo: " + "; ".join(map(str, result.unresolved)))
         atomic_write_text(self.fills, json.dumps([[list(c.path), c.new] for c in result.changes]))

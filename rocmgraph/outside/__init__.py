@@ -2,4 +2,61 @@
 registry, the source cache and upstream histories, the wheel store, PyPI and apt
 indexes, logins. The pure core (pins, kinds, graph, keys, plan, explain, recipe)
 never imports from here; tests/test_layers.py holds it to that.
+
+``Outside`` is what one command reaches beyond its process. The task layer makes
+it and passes it in; nothing below makes its own.
 """
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocmgraph.engine import Deferred, Engine
+from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.sources import Mirrors, SourceCache
+from rocmgraph.outside.store import Store
+from rocmgraph.pins import Pins
+
+CACHE_ENV = "VERL_GRAPH_CACHE"
+
+
+def default_cache(environ: Mapping[str, str] = os.environ) -> Path:
+    """Fetched sources and files, shared by every pins file: they are addressed by content."""
+    if environ.get(CACHE_ENV):
+        return Path(environ[CACHE_ENV])
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "verl-rocm-graph"
+
+
+@dataclass
+class Outside:
+    """The HTTP client, the caches, and the local Docker engine, which is connected only
+    when first asked for (`doit plan` works where no engine answers)."""
+
+    cache: Path = field(default_factory=default_cache)
+    http: Http = field(default_factory=Http)
+    logs: Path = Path(".build/logs")  # where the engine keeps each stage's build log
+    network: str | None = None  # `docker build --network`; None: $VERL_GRAPH_NETWORK
+
+    def sources(self, pins: Pins) -> SourceCache:
+        """The source cache, fetching through the mirrors ``pins`` name."""
+        return SourceCache(self.cache, Mirrors.from_pins(pins))
+
+    @functools.cached_property
+    def store(self) -> Store:
+        return Store(self.cache, self.http)
+
+    @functools.cached_property
+    def docker(self) -> DockerEngine:
+        """The local Docker engine, connected now (the demo drives it beyond builds)."""
+        return DockerEngine.connect(self.logs, self.network)
+
+    @functools.cached_property
+    def engine(self) -> Engine:
+        """The local Docker engine as builds and plans use it: connected when first asked."""
+        return Deferred(lambda: self.docker)

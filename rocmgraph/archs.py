@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Sequence
 
 from rocmgraph.errors import VariableError, cut, shown
 from rocmgraph.inimage.prune import KNOWN_ARCHS
+from rocmgraph.spelling import suggest
 
-__all__ = ["KNOWN_ARCHS", "closest", "parse_archs", "suggest", "unknown_arch_hint"]
-
-# Names are short: a word far longer than any is a paste, not a typo (and difflib
-# would take seconds over a 5 MB one).
-_TYPO_LENGTH = 100
-
-
-def closest(word: str, choices: Sequence[str]) -> str | None:
-    """The choice ``word`` is most likely a typo of, or None."""
-    if len(word) > _TYPO_LENGTH:
-        return None
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
-def suggest(word: str, choices: Sequence[str]) -> str:
-    """``did you mean 'x'?`` for the closest choice, or an empty string."""
-    close = closest(word, choices)
-    return f"did you mean {close!r}? " if close else ""
+__all__ = ["KNOWN_ARCHS", "parse_archs", "unknown_arch_hint"]
 
 
 def unknown_arch_hint(name: str) -> str:

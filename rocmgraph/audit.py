@@ -18,6 +18,7 @@ import dataclasses
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 from rocmgraph import patches
 from rocmgraph.errors import FetchError, HashMismatch, LockError, Unchecked
@@ -34,17 +35,37 @@ from rocmgraph.run import Run
 FULL = re.compile(r"[0-9a-f]{40}")
 
 
+class Pinned(StrEnum):
+    """What a row audits."""
+
+    COMMIT = "commit"  # a git source's commit
+    VERSION = "version"  # a version a build reads from git
+    DIGEST = "digest"  # the base image's
+    WHEEL = "wheel"  # a prebuilt wheel's file and sha256
+    KEY = "key"  # an apt key's sha256
+    APT = "apt"  # an apt package's version
+    PYTHON = "python"  # a Python package's version
+
+
+class Hash(StrEnum):
+    NONE = "-"  # nothing to hash
+    VERIFIED = "verified"  # hashed here, and it matches
+    PRESENT = "present"  # pinned, not hashed here (too big to fetch for an audit)
+    MISSING = "missing"  # no hash pinned
+    MISMATCH = "mismatch"  # hashed here, and it does not match
+
+
 @dataclass
 class Row:
-    kind: str  # commit, version, digest, wheel, key, apt, python
-    pin: str  # where: [sources.vllm].commit, or Dockerfile:12
+    kind: Pinned
+    pin: str  # where: [sources.vllm].commit
     value: str
     full_length: bool | None = None
     exists: bool | None = None
     reachable: bool | None = None
     behind: int | None = None
     age_days: int | None = None
-    hash: str = "-"  # verified, present, missing, mismatch
+    hash: Hash = Hash.NONE
     patches: str = "-"
     problems: list[str] = field(default_factory=list)  # policy violations
     unknown: list[str] = field(default_factory=list)  # checks that could not run
@@ -68,14 +89,14 @@ def audit_pins(run: Run, outside: Outside) -> list[Row]:
         path = ("base", "repos", name, "key_sha256")
         rows.append(_key(store, path, repo.key_url, repo.key_sha256, f"{name}.asc"))
     for name, version in pins.rocm.packages.items():
-        rows.append(_version_row("apt", ("rocm", "packages", name), version))
+        rows.append(_version_row(Pinned.APT, ("rocm", "packages", name), version))
     for pin, version in pins.python.packages():
-        rows.append(_version_row("python", pin, version))
+        rows.append(_version_row(Pinned.PYTHON, pin, version))
     return rows
 
 
 def _source(sources: SourceCache, name: str, source: GitSource) -> Row:
-    row = Row("commit", format_path(("sources", name, "commit")), source.commit)
+    row = Row(Pinned.COMMIT, format_path(("sources", name, "commit")), source.commit)
     row.full_length = bool(FULL.fullmatch(source.commit))
     if not source.commit:
         row.problems.append("unpinned: no commit (the build would take whatever upstream has)")
@@ -121,7 +142,7 @@ def _source(sources: SourceCache, name: str, source: GitSource) -> Row:
 
 def _git_version(name: str, source: GitSource) -> Row:
     """The version a build is given because it would read it from git (version_env)."""
-    row = Row("version", format_path(("sources", name, "version")), source.version or "?")
+    row = Row(Pinned.VERSION, format_path(("sources", name, "version")), source.version or "?")
     row.full_length = bool(source.version)
     if not source.version:
         row.problems.append(f"empty: {VERSION_FROM_GIT}")
@@ -135,10 +156,10 @@ def _summary(statuses: list[patches.Status]) -> str:
 
 def _base(pins: Pins, http: Http) -> Row:
     base = pins.base
-    row = Row("digest", format_path(("base", "digest")), f"{base.image}@{base.digest or '?'}")
+    row = Row(Pinned.DIGEST, format_path(("base", "digest")), f"{base.image}@{base.digest or '?'}")
     row.full_length = bool(base.digest)
     if not base.digest:
-        row.hash = "missing"
+        row.hash = Hash.MISSING
         row.problems.append("no digest: the base is taken by its tag, which moves")
         return row
     try:
@@ -147,48 +168,48 @@ def _base(pins: Pins, http: Http) -> Row:
         row.unknown.append(str(exc))
         return row
     row.exists = True
-    row.hash = "verified" if now == base.digest else "present"
+    row.hash = Hash.VERIFIED if now == base.digest else Hash.PRESENT
     row.reachable = now == base.digest  # the tag still points at it
     return row
 
 
 def _wheel(store: Store, name: str, file: str, sha256: str) -> Row:
-    row = Row("wheel", format_path(("wheels", name, "file")), file or "?")
+    row = Row(Pinned.WHEEL, format_path(("wheels", name, "file")), file or "?")
     row.full_length = bool(file and sha256)
     if not file or not sha256:
-        row.hash = "missing"
+        row.hash = Hash.MISSING
         row.problems.append("no exact file and sha256 (`doit lock`)")
         return row
     stored = store.path(sha256, file)
-    row.hash = "present"
+    row.hash = Hash.PRESENT
     if stored.is_file():  # a stored copy is hashed again: cheap next to downloading GBs
-        row.hash = "verified" if digest(stored.read_bytes()) == sha256 else "mismatch"
-        if row.hash == "mismatch":
+        row.hash = Hash.VERIFIED if digest(stored.read_bytes()) == sha256 else Hash.MISMATCH
+        if row.hash is Hash.MISMATCH:
             row.problems.append(f"the stored copy {stored} does not hash to the pin")
     return row
 
 
 def _key(store: Store, path: tuple[str, ...], url: str, sha256: str, name: str) -> Row:
     """An apt key, pinned by sha256: present, and what it hashes to now."""
-    row = Row("key", format_path(path), url)
+    row = Row(Pinned.KEY, format_path(path), url)
     if not sha256:
-        row.hash = "missing"
+        row.hash = Hash.MISSING
         row.problems.append("the apt key has no sha256 (`doit lock`)")
         return row
     try:
         fetched = store.fetch(url, name, sha256, f"apt key {name}")
     except HashMismatch as exc:
-        row.hash = "mismatch"
+        row.hash = Hash.MISMATCH
         row.problems.append(str(exc))
         return row
     except FetchError as exc:
         row.unknown.append(str(exc))
         return row
-    row.hash = "verified" if fetched.sha256 == sha256 else "mismatch"
+    row.hash = Hash.VERIFIED if fetched.sha256 == sha256 else Hash.MISMATCH
     return row
 
 
-def _version_row(kind: str, path: tuple[str, ...], version: str) -> Row:
+def _version_row(kind: Pinned, path: tuple[str, ...], version: str) -> Row:
     row = Row(kind, format_path(path), version or "?")
     row.full_length = bool(version)
     if not version:

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from rocmgraph.archs import suggest
 from rocmgraph.errors import GraphError
 from rocmgraph.pins import PinPath
+from rocmgraph.spelling import suggest
 
 
 class Fetch(StrEnum):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -21,11 +20,11 @@ class Changes:
     shell: tuple[str, ...] | None  # for a SHELL line after it (None: the default shell)
 
 
-def changes(config: Mapping[str, Any], drop_env: Sequence[str] = ()) -> Changes:
+def changes(config: Mapping[str, object], drop_env: Sequence[str] = ()) -> Changes:
     """The instructions that give an image ``config`` (``docker image inspect``'s
     ``.Config``), leaving out the variables named in ``drop_env``."""
     found: list[str] = []
-    for entry in config.get("Env") or []:
+    for entry in _strings(config.get("Env")):
         name, _, value = entry.partition("=")
         if name not in drop_env:
             found.append(f"ENV {name}={json.dumps(value)}")
@@ -36,33 +35,43 @@ def changes(config: Mapping[str, Any], drop_env: Sequence[str] = ()) -> Changes:
     for instruction, key in (("ENTRYPOINT", "Entrypoint"), ("CMD", "Cmd")):
         if config.get(key) is not None:
             found.append(f"{instruction} {json.dumps(config[key])}")
-    found += [f"EXPOSE {port}" for port in sorted(config.get("ExposedPorts") or {})]
-    volumes = sorted(config.get("Volumes") or {})
+    found += [f"EXPOSE {port}" for port in sorted(_table(config.get("ExposedPorts")))]
+    volumes = sorted(_table(config.get("Volumes")))
     if volumes:
         found.append(f"VOLUME {json.dumps(volumes)}")
     if config.get("Healthcheck"):
-        found.append(healthcheck(config["Healthcheck"]))
-    found += [f"ONBUILD {trigger}" for trigger in config.get("OnBuild") or []]
+        found.append(healthcheck(_table(config["Healthcheck"])))
+    found += [f"ONBUILD {trigger}" for trigger in _strings(config.get("OnBuild"))]
     found += [
         f"LABEL {json.dumps(key)}={json.dumps(value)}"
-        for key, value in sorted((config.get("Labels") or {}).items())
+        for key, value in sorted(_table(config.get("Labels")).items())
     ]
-    shell = config.get("Shell")
+    shell = _strings(config.get("Shell"))
     return Changes(tuple(found), tuple(shell) if shell else None)
 
 
-def healthcheck(check: Mapping[str, Any]) -> str:
+def healthcheck(check: Mapping[str, object]) -> str:
     """``HEALTHCHECK [--interval=...] CMD ...`` (or ``NONE``) from the inspected form."""
-    test = list(check.get("Test") or [])
+    test = _strings(check.get("Test"))
     if not test or test[0] == "NONE":
         return "HEALTHCHECK NONE"
     options = [
-        f"--{flag}={check[key] // 1_000_000}ms"
+        f"--{flag}={value // 1_000_000}ms"
         for flag, key in (("interval", "Interval"), ("timeout", "Timeout"),
                           ("start-period", "StartPeriod"), ("start-interval", "StartInterval"))
-        if check.get(key)
+        if isinstance(value := check.get(key), int) and value
     ]  # fmt: skip
     if check.get("Retries"):
         options.append(f"--retries={check['Retries']}")
     command = json.dumps(test[1:]) if test[0] == "CMD" else " ".join(test[1:])
     return " ".join(["HEALTHCHECK", *options, "CMD", command])
+
+
+def _strings(value: object) -> list[str]:
+    """A list of strings of the inspected config; anything else is none."""
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+def _table(value: object) -> dict[str, object]:
+    """A table of the inspected config (``{"8080/tcp": {}}``); anything else is empty."""
+    return {str(key): item for key, item in value.items()} if isinstance(value, dict) else {}

@@ -30,9 +30,9 @@ from typing import Any
 import tomli
 
 from rocmgraph import kinds
-from rocmgraph.archs import suggest
 from rocmgraph.errors import PinsError, cut, shown
 from rocmgraph.kinds import Kind
+from rocmgraph.spelling import suggest
 from wheels.names import PLATFORMS, Misfit, WheelName, interpreter
 
 PinPath = tuple[str, ...]

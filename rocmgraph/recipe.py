@@ -145,7 +145,7 @@ def _pip_install(args: list[str], flags: str = "") -> str:
     return " ".join(["pip install", *([flags] if flags else []), *args]) if args else "true"
 
 
-def context(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> dict[str, Any]:
+def context(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> dict[str, object]:
     """What the template may use: the declared pins, the stage itself, the arch set."""
     view: dict[str, Any] = {}
     for read in stage.reads:

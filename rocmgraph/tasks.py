@@ -35,7 +35,7 @@ from rocmgraph import (
     plan,
     recipe,
 )
-from rocmgraph.archs import closest, parse_archs
+from rocmgraph.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
 from rocmgraph.graph import Graph, Stage
@@ -44,6 +44,7 @@ from rocmgraph.outside import Outside
 from rocmgraph.pins import load as load_pins
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
+from rocmgraph.spelling import closest
 
 Task = dict[str, Any]
 

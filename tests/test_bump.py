@@ -13,6 +13,7 @@ from servers import Registry, closed_url, commit, git
 from world import World, kernel_as_submodule
 
 from rocmgraph import fsutil, patches, pins
+from rocmgraph.demo import patchimages
 
 CUMEM = "docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch"
 PAD = "docker/patches/vllm/0002-moe-pad-weight-in-place.patch"
@@ -96,7 +97,7 @@ def test_a_squash_merged_fix_is_obsolete_even_when_its_text_differs(world: World
 
 def test_a_fix_upstream_already_has_is_obsolete(world: World) -> None:
     repo = world.repos["vllm"]
-    commit(repo, patches.postimage(patches.read_patch(CUMEM)), "Allocator cleanups")
+    commit(repo, patchimages.postimage(patches.read_patch(CUMEM)), "Allocator cleanups")
     code, out, _ = bump(world, "bump:vllm")
     assert code == 0
     assert (

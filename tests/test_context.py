@@ -12,6 +12,7 @@ from world import World, locked_run, prepare
 
 import stages
 from rocmgraph import patches
+from rocmgraph.demo import patchimages
 from rocmgraph.errors import FetchError, PatchError
 from rocmgraph.outside import Outside, default_cache
 from rocmgraph.run import Options, Run
@@ -95,7 +96,7 @@ def test_doit_patches_reports_each_patch_at_the_pinned_commits(world: World) -> 
 
 def test_doit_patches_names_obsolete_and_conflicting_patches(world: World) -> None:
     repo = world.repos["vllm"]
-    merged = patches.postimage(
+    merged = patchimages.postimage(
         patches.read_patch("docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch")
     )
     pad = "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py"

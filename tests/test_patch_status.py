@@ -14,6 +14,7 @@ from servers import Route, closed_url, commit
 from world import MEGATRON_JSON, World, kernel_as_submodule, zipped
 
 from rocmgraph import patches
+from rocmgraph.demo import patchimages
 
 MEGATRON = "docker/patches/megatron-core/0001-attention-backend-env-warns.patch"
 MODULE = "megatron/core/models/common/language_module/language_module.py"
@@ -125,7 +126,7 @@ def tarred(files: dict[str, str]) -> bytes:
 
 
 def good() -> dict[str, str]:
-    return patches.preimage(patches.read_patch(MEGATRON))
+    return patchimages.preimage(patches.read_patch(MEGATRON))
 
 
 def bad() -> dict[str, str]:  # another version of the module: the patch would conflict

@@ -8,6 +8,7 @@ import pytest
 from conftest import ROOT
 
 from rocmgraph import patches, pins
+from rocmgraph.demo import patchimages
 from rocmgraph.errors import PatchError
 
 VLLM = tuple(
@@ -33,7 +34,7 @@ def upstream_at_pin(root: Path, names: tuple[str, ...] = VLLM) -> Path:
     """A tree with exactly what the patches expect (their pre-images)."""
     files: dict[str, str] = {}
     for name in names:
-        files.update(patches.preimage(patches.read_patch(name)))
+        files.update(patchimages.preimage(patches.read_patch(name)))
     return write_tree(root, files)
 
 
@@ -68,7 +69,7 @@ def test_patches_apply_at_the_pin_in_order(tmp_path: Path) -> None:
 
 def test_a_fix_upstream_merged_is_obsolete_and_never_applied_twice(tmp_path: Path) -> None:
     tree = upstream_at_pin(tmp_path / "tree")
-    write_tree(tree, patches.postimage(patches.read_patch(CUMEM)))  # upstream merged #44972
+    write_tree(tree, patchimages.postimage(patches.read_patch(CUMEM)))  # upstream merged #44972
     before = (tree / "csrc/cumem_allocator.cpp").read_text()
     statuses = patches.apply(tree, VLLM, "vllm")
     assert statuses[0] == patches.Status(
@@ -180,7 +181,7 @@ def test_every_real_patch_applies_to_its_own_preimage(tmp_path: Path) -> None:
         assert {s.status for s in patches.check(tree, group)} == {"applies"}, group
         post: dict[str, str] = {}
         for name in group:
-            post.update(patches.postimage(patches.read_patch(name)))
+            post.update(patchimages.postimage(patches.read_patch(name)))
         done = write_tree(tmp_path / f"{number}-merged", post)
         assert {s.status for s in patches.check(done, group)} == {"obsolete"}, group
 

@@ -26,6 +26,7 @@ from servers import LoopbackServer, Route, closed_url, commit, git, make_repo
 
 import stages
 from rocmgraph import context, patches, pins
+from rocmgraph.demo import patchimages
 from rocmgraph.outside import Outside, apt
 from rocmgraph.outside.registry import Reference
 from rocmgraph.pins import PinPath
@@ -125,7 +126,7 @@ def _source_files(name: str, real: pins.Pins) -> dict[str, str]:
     source = real.sources[name]
     files = {"setup.py": f"# {name}\n"}
     for patch in source.patches:
-        files.update(patches.preimage(patches.read_patch(patch)))
+        files.update(patchimages.preimage(patches.read_patch(patch)))
     for path in (*source.requirements, *source.overlay.values()):
         files.setdefault(path, f"# {path} of {name}\n")
     for folder in source.subdirs:
@@ -256,7 +257,7 @@ def _pypi(server: LoopbackServer, real: pins.Pins) -> dict[PinPath, str]:
         version = real.python.stack[name]
         files = {}
         for patch in patch_files:
-            files.update(patches.preimage(patches.read_patch(patch)))
+            files.update(patchimages.preimage(patches.read_patch(patch)))
         body = zipped(files)
         wheel_name = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
         server.routes[f"/files/{wheel_name}"] = Route(body)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import http.server
-import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from rocmgraph.errors import EngineError
+from rocmgraph.errors import EngineError, FetchError
+from rocmgraph.outside import proc
+from rocmgraph.outside.http import Http
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -54,29 +55,26 @@ class Registry:
         )
         self.url = f"http://127.0.0.1:{port}/v2/"
         try:
-            self.process = subprocess.Popen(
-                ["docker-registry", "serve", str(config)],
-                stdout=subprocess.DEVNULL,
-                stderr=(root / "registry.log").open("w"),
+            self.process = proc.spawn(
+                ["docker-registry", "serve", str(config)], log=root / "registry.log"
             )
-        except FileNotFoundError:
+        except proc.CommandMissing:
             raise EngineError(
                 "demo: docker-registry is not installed (apt-get install docker-registry)"
             ) from None
         self._wait(port)
 
     def _wait(self, port: int) -> None:
-        import requests
-
+        http = Http(timeout=1, attempts=1)
         for _ in range(200):
             if self.process.poll() is not None:
                 raise EngineError(
                     f"demo: the registry on 127.0.0.1:{port} did not start (port busy?)"
                 )
             try:
-                requests.get(self.url, timeout=1).close()
+                http.get(self.url)
                 return
-            except requests.ConnectionError:
+            except FetchError:
                 time.sleep(0.05)
         self.stop()
         raise EngineError(f"demo: the registry on 127.0.0.1:{port} did not answer")

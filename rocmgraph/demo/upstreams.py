@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from rocmgraph import patches
 from rocmgraph.demo import buildfiles as b
+from rocmgraph.demo import patchimages
 
 History = list[tuple[str, dict[str, str]]]  # (message, files written by that commit)
 
@@ -39,13 +40,13 @@ MEGATRON_PATCH = "docker/patches/megatron-core/0001-attention-backend-env-warns.
 def preimages(source: str) -> dict[str, str]:
     files: dict[str, str] = {}
     for name in PATCHES.get(source, ()):
-        files.update(patches.preimage(patches.read_patch(name)))
+        files.update(patchimages.preimage(patches.read_patch(name)))
     return files
 
 
 def framed(patch: str, file: str, frame: list[str]) -> str:
     """``frame[0]``, hunk 1, ``frame[1]``, hunk 2, ...: a file the patch applies to, that runs."""
-    found = patches.hunks(patches.read_patch(patch))[file]
+    found = patchimages.hunks(patches.read_patch(patch))[file]
     assert len(frame) == len(found) + 1, f"{file}: {len(found)} hunks need {len(found) + 1} frames"
     return frame[0] + "".join(hunk.text + text for hunk, text in zip(found, frame[1:], strict=True))
 
@@ -68,7 +69,7 @@ def histories() -> dict[str, History]:
     sglang_pre = preimages("sglang")
     setup_rocm = framed(PATCHES["sglang"][2], "sgl-kernel/setup_rocm.py", b.SETUP_ROCM)
     pyproject = framed(PATCHES["sglang"][1], "python/pyproject.toml", b.SGLANG_PYPROJECT)
-    merged = patches.postimage(patches.read_patch(PATCHES["vllm"][0]))
+    merged = patchimages.postimage(patches.read_patch(PATCHES["vllm"][0]))
     return {
         "vllm": [
             (
@@ -151,5 +152,5 @@ def megatron_files() -> dict[str, str]:
     """megatron-core's wheel (demo): the file its patch touches, and a package to import."""
     return {
         "megatron/__init__.py": '"""megatron-core (demo)."""\n',
-        **patches.preimage(patches.read_patch(MEGATRON_PATCH)),
+        **patchimages.preimage(patches.read_patch(MEGATRON_PATCH)),
     }

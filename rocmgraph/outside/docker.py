@@ -123,7 +123,6 @@ class DockerEngine:
         self.network = network
         self.out = out or sys.stdout
         self._tags: dict[str, str] | None = None
-        self.builds = 0  # how many builds this engine ran (a no-op run has none)
 
     @classmethod
     def connect(cls, log_dir: Path, network: str | None = None) -> DockerEngine:
@@ -187,10 +186,6 @@ class DockerEngine:
                 return str(entry.split("@", 1)[1])
         raise EngineError(f"pushed {ref}, but docker knows no digest for it")
 
-    def labels(self, ref: str) -> dict[str, str]:
-        out = self._docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref)
-        return dict(json.loads(out) or {})
-
     def build(self, job: BuildJob) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{job.stage}.log"
@@ -222,7 +217,6 @@ class DockerEngine:
 
             env = {**os.environ, "DOCKER_BUILDKIT": "1"}
             returncode = proc.stream(argv, on_line, env=env)
-            self.builds += 1
             self._tags = None
             if returncode != 0:
                 last = "\n".join(f"  {line}" for line in tail)

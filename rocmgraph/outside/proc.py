@@ -121,3 +121,13 @@ def pipe(producer: Sequence[str], consumer: Sequence[str], *, timeout: float | N
     if second.returncode != 0:
         raise CommandFailed(consumer, second.returncode, second.stderr.decode(errors="replace"))
     return second.stdout.decode(errors="replace")
+
+
+def spawn(argv: Sequence[str], *, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in the background (a server), its output into ``log``; the caller
+    stops it (``terminate`` and ``wait``)."""
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        try:
+            return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT)
+        except FileNotFoundError:
+            raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None

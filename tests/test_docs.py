@@ -48,3 +48,18 @@ def test_doit_render_check_says_whether_the_docs_are_fresh() -> None:
     result = run_doit("render", "check=1")
     assert result.returncode == 0, result.stderr
     assert "docs are fresh" in result.stdout
+
+
+def test_the_readme_layout_names_every_module() -> None:
+    """The Layout section of the README matches the tree: every module of the packages is
+    named there, and every path it names exists."""
+    text = docs.README.read_text()
+    layout = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([^`\s]+)`", layout))
+    for package in ("rocmgraph", "rocmgraph/outside", "rocmgraph/inimage", "wheels"):
+        for path in sorted((ROOT / package).glob("*.py")):
+            if path.stem != "__init__":
+                assert path.stem in named, f"README's Layout does not name {path}"
+    for name in named:
+        if "/" in name or name.endswith((".py", ".toml")):
+            assert (ROOT / name.rstrip("/")).exists(), f"README's Layout names {name}"

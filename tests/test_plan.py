@@ -167,3 +167,15 @@ def test_pins_are_the_default_and_the_record_lives_beside_them() -> None:
     assert run.archs == ("gfx942", "gfx950")
     assert run.friendly_tag() == "verl-rocm:gfx942-gfx950"
     assert VLLM_COMMIT in run.keys["vllm"].inputs.pins.values()
+
+
+def test_one_run_asks_any_number_of_engines(
+    write_pins: Callable[..., Path], pins_text: str
+) -> None:
+    """A Run holds no engine: the same keys, asked of two machines, give two plans."""
+    run = Run(Options(pins=str(write_pins(pins_text)), arch="gfx942"), stages.graph())
+    here = SetEngine({run.ref(stage.name) for stage in run.graph})
+    there = SetEngine({run.ref("base")})
+    assert {p.status for p in make_plan(run, here).stages} == {Status.BUILT}
+    elsewhere = {p.name: p.status for p in make_plan(run, there).stages}
+    assert [name for name, status in elsewhere.items() if status is Status.BUILT] == ["base"]

@@ -59,7 +59,7 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
             labels=labels(run, name),
             secrets={PIP_SECRET: pip_conf},
             hide=(index,),  # its password, should pip ever print it
-            flatten=stage.flatten,
+            config_from=run.ref(stage.parents[0]) if stage.squash else "",
             drop_env=stage.drop_env,
         )
         engine.build(job)

@@ -602,7 +602,7 @@ def _rendered_env(run: Run) -> dict[str, tuple[str, str]]:
     env: dict[str, tuple[str, str]] = {}
     known: dict[str, str] = {}
     dropped: set[str] = set()
-    final = run.graph.closure("manifest")
+    final = run.graph.closure(run.graph.final)
     lineage = _lineage(run, final)
     for name in lineage:
         stage = run.graph[name]
@@ -620,17 +620,15 @@ def _rendered_env(run: Run) -> dict[str, tuple[str, str]]:
 
 
 def _lineage(run: Run, stages: tuple[str, ...]) -> list[str]:
-    """The stages whose images the final one is built FROM (not those it only copies from)."""
-    line, name = [], "manifest"
+    """The stages whose images the final one is built FROM (each stage's first parent), not
+    those it only copies from."""
+    line, name = [], run.graph.final
     while True:
         line.append(name)
         parents = run.graph[name].parents
-        if not parents:
+        if not parents or parents[0] not in stages:
             return list(reversed(line))
-        # assemble builds FROM verl; every other stage has one parent
-        name = "verl" if name == "assemble" else parents[0]
-        if name not in stages:
-            return list(reversed(line))
+        name = parents[0]
 
 
 def _patched_files(pins: Pins) -> dict[str, str]:

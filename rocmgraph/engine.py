@@ -25,8 +25,10 @@ class BuildJob:
     labels: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, Path] = field(default_factory=dict)  # BuildKit secrets: id -> file
     hide: tuple[str, ...] = ()  # URLs whose passwords its log must not show
-    flatten: bool = False  # squash into one layer, keeping the image's config
-    drop_env: tuple[str, ...] = ()  # ... but for these build-only variables
+    # A squashed stage (FROM scratch) takes this image's configuration ("": none), less the
+    # build-only variables drop_env names.
+    config_from: str = ""
+    drop_env: tuple[str, ...] = ()
 
 
 class Engine(Protocol):

@@ -34,7 +34,7 @@ class Stage:
 
     name: str
     doc: str
-    parents: tuple[str, ...] = ()
+    parents: tuple[str, ...] = ()  # the first is the image it builds FROM
     # Pin paths this stage reads, e.g. ("sources", "vllm"): the key covers
     # every value under them, and the template sees nothing else.
     reads: tuple[PinPath, ...] = ()
@@ -43,9 +43,10 @@ class Stage:
     arch_dependent: bool = False
     # Fetched into the context besides sources (none when the base image provides the stage).
     fetches: tuple[Fetch, ...] = ()
-    # Squash the built image into one layer (keeping its configuration), so that files it
-    # deleted no longer ship in a lower layer; `drop_env` leaves build-only variables out.
-    flatten: bool = False
+    # Its recipe ends ``FROM scratch`` and copies a filesystem in, so that files it removed
+    # ship in no layer below: the engine gives it the configuration of its first parent,
+    # less the build-only variables `drop_env` names.
+    squash: bool = False
     drop_env: tuple[str, ...] = ()
     # A source stage a profile may leave out: it is in the graph only when the pins pin
     # its sources (verl's 7.14 recipe builds no Flash Attention, its 7.0.2 one no SGLang).

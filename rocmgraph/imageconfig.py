@@ -1,10 +1,10 @@
-"""An image's configuration as Dockerfile instructions, to carry it over a flattened copy.
+"""An image's configuration as Dockerfile instructions, to carry it over a squashed copy.
 
-``docker import`` makes an image from a filesystem with no configuration; its
-``--change`` takes the instructions that set one (ENV, WORKDIR, USER, CMD,
-ENTRYPOINT, EXPOSE, VOLUME, STOPSIGNAL, HEALTHCHECK, LABEL, ONBUILD). SHELL is
-not among them: it comes back in a second step, a build of one SHELL line, which
-adds no layer. Pure: the engine inspects and applies.
+A squashed stage starts ``FROM scratch``, with no configuration. These lines
+give it back what the image it copies had: ENV, WORKDIR, USER, CMD,
+ENTRYPOINT, EXPOSE, VOLUME, STOPSIGNAL, HEALTHCHECK, LABEL, ONBUILD, and SHELL
+apart (the caller adds it last). Values are quoted for the Dockerfile: a ``$``
+in a variable stays a ``$``. Pure: the engine inspects and appends.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def changes(config: Mapping[str, object], drop_env: Sequence[str] = ()) -> Chang
     for entry in _strings(config.get("Env")):
         name, _, value = entry.partition("=")
         if name not in drop_env:
-            found.append(f"ENV {name}={json.dumps(value)}")
+            found.append(f"ENV {name}={_quoted(value)}")
     for instruction, key in (("WORKDIR", "WorkingDir"), ("USER", "User"),
                              ("STOPSIGNAL", "StopSignal")):  # fmt: skip
         if config.get(key):
@@ -43,7 +43,7 @@ def changes(config: Mapping[str, object], drop_env: Sequence[str] = ()) -> Chang
         found.append(healthcheck(_table(config["Healthcheck"])))
     found += [f"ONBUILD {trigger}" for trigger in _strings(config.get("OnBuild"))]
     found += [
-        f"LABEL {json.dumps(key)}={json.dumps(value)}"
+        f"LABEL {_quoted(key)}={_quoted(str(value))}"
         for key, value in sorted(_table(config.get("Labels")).items())
     ]
     shell = _strings(config.get("Shell"))
@@ -65,6 +65,13 @@ def healthcheck(check: Mapping[str, object]) -> str:
         options.append(f"--retries={check['Retries']}")
     command = json.dumps(test[1:]) if test[0] == "CMD" else " ".join(test[1:])
     return " ".join(["HEALTHCHECK", *options, "CMD", command])
+
+
+def _quoted(text: str) -> str:
+    """``text`` in double quotes as a Dockerfile reads it back: backslash, quote and dollar
+    escaped, nothing expanded."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'"{escaped}"'
 
 
 def _strings(value: object) -> list[str]:

@@ -127,6 +127,12 @@ def recipe_files(stage: Stage, pins: Pins) -> list[str]:
     return sorted(files)
 
 
+def depends_on_arch(stage: Stage, pins: Pins) -> bool:
+    """Whether the arch set is an input of ``stage`` under ``pins``: a source stage the base
+    image provides only verifies, for any arch set."""
+    return stage.arch_dependent and stage.name not in pins.base.provides
+
+
 def stage_inputs(
     stage: Stage,
     pins: Pins,
@@ -142,7 +148,7 @@ def stage_inputs(
         dockerfile=digest(render(stage, pins, archs).encode()),
         files={name: digest((ROOT / name).read_bytes()) for name in recipe_files(stage, pins)},
         pins={format_path(path): _jsonable(value) for path, value in read.items()},
-        arch=archs if stage.arch_dependent else None,
+        arch=archs if depends_on_arch(stage, pins) else None,
         parents={parent: parent_keys[parent] for parent in stage.parents},
         # only where a variable is an input, so other keys never move
         variables={name: given.get(name, default) for name, default in stage.variables}

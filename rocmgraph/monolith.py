@@ -33,11 +33,13 @@ def dockerfile(run: Run) -> str:
         "# `doit build` assembles it, checked by hash; this file cannot do that for you.\n"
     ]
     for stage in run.graph:
-        text = _ARG.sub("", render(stage, run.pins, run.archs))
+        # No squash here: no engine gives a FROM scratch stage its configuration back.
+        text = _ARG.sub("", render(stage, run.pins, run.archs, squash=False))
         for parent in stage.parents:
             variable = "${" + parent_arg(parent) + "}"
             # an alias of a parent (for --mount from=) is the parent's own stage here
             text = text.replace(f"FROM {variable} AS {parent}\n", "")
+            text = text.replace(f"FROM {variable} AS ", f"FROM {parent} AS ")
             text = text.replace(f"FROM {variable}\n", f"FROM {parent} AS {stage.name}\n")
         if not stage.parents:
             text = re.sub(

@@ -10,6 +10,7 @@ from rocmgraph import records
 from rocmgraph.engine import Engine
 from rocmgraph.errors import EngineError
 from rocmgraph.explain import changes
+from rocmgraph.keys import depends_on_arch
 from rocmgraph.pins import Missing, format_path, is_under
 from rocmgraph.run import Run
 
@@ -75,7 +76,7 @@ def make_plan(run: Run, engine: Engine) -> Plan:
                 key=key.key,
                 image=ref,
                 parents=stage.parents,
-                arch_dependent=stage.arch_dependent,
+                arch_dependent=depends_on_arch(stage, run.pins),
                 status=Status.UNKNOWN if problem else Status.BUILT if built else Status.NOT_BUILT,
                 reasons=tuple(reasons),
                 missing=tuple(m for m in missing if is_under(m.path, stage.reads)),

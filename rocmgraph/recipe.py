@@ -161,11 +161,14 @@ def context(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> dict[str, objec
     return view
 
 
-def render(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> str:
+def render(stage: Stage, pins: Pins, archs: tuple[str, ...], *, squash: bool = True) -> str:
+    """Stage ``stage``'s Dockerfile. ``squash=False`` renders it for one plain Dockerfile
+    (monolith.py), where no engine appends a squashed stage's configuration: its stages
+    then remove in place."""
     where = f"docker/{stage.recipe}"
     try:
         template = _environment().get_template(stage.recipe)
-        return template.render(context(stage, pins, archs))
+        return template.render({**context(stage, pins, archs), "squash": squash})
     except jinja2.TemplateNotFound:
         raise RenderError(f"{where}: no such template; stage {stage.name!r} names it") from None
     except jinja2.UndefinedError as exc:

@@ -20,6 +20,7 @@ from stages import (
     prune,
     rocm,
     sglang,
+    slim,
     transformer_engine,
     verl,
     vllm,
@@ -29,7 +30,7 @@ from stages import (
 MODULES = (
     base, rocm, wheels,
     flash_attention, transformer_engine, aiter, causal_conv1d, vllm, sglang, verl,
-    assemble, prune, manifest,
+    slim, prune, assemble, manifest,
 )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""assemble: the built wheels of every source stage installed over verl's stack.
+"""assemble: the built wheels of every source stage installed over the pruned stack.
 
 The wheels are bind-mounted from the stage images, never copied, so they do
 not ship in a layer; a stage the base image provides has none. The tree of a
@@ -24,8 +24,8 @@ SOURCE_KNOBS = ("install_deps", "workspace", "keep_env", "env", "arch_env", "arc
 
 STAGE = Stage(
     name="assemble",
-    doc="installs the built vLLM, SGLang, kernels over verl; sets the runtime environment",
-    parents=("verl", *ARTIFACTS),
+    doc="installs the built vLLM, SGLang, kernels over the pruned stack; sets the runtime env",
+    parents=("prune", *ARTIFACTS),
     reads=(
         *(
             ("sources", source, knob)
@@ -38,6 +38,7 @@ STAGE = Stage(
         ("python", "sglang"),
         ("env",),
         ("links",),
+        ("cleanup",),
         ("base", "workdir"),
         ("base", "provides"),
     ),

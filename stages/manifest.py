@@ -22,7 +22,7 @@ SOURCES = (
 STAGE = Stage(
     name="manifest",
     doc="checks the image against the pins, writes /workspace/.manifest, labels the image",
-    parents=("prune",),
+    parents=("assemble",),
     reads=(
         ("image",),
         ("base", "workdir"),

@@ -1,34 +1,21 @@
-"""prune: removes GPU kernel files of archs outside the target set, so the image shrinks.
+"""prune: the ROCm trees put back over slim, with the kernel files of other archs removed.
 
-Files deleted in a later layer still ship in the layer that added them, so the
-pruned image is flattened into one layer, keeping its configuration; the
-build-only variables the base stage sets (for apt and ccache) are left out
-there, so they never reach the runtime image. The pinned cleanup (leftovers of
-the base image) happens here too, for the same reason. The classifier
-(rocmgraph/inimage/prune.py) runs inside the image and reports the files and bytes
-removed, in /workspace/.manifest/prune.json.
+The classifier (rocmgraph/inimage/prune.py) runs on verl's image, removes the
+kernel files of archs outside the target set from the trees [prune].dirs
+names, and reports the files and bytes removed in /workspace/.manifest/prune.json;
+the trees are gathered and copied over slim as one layer. Its cost grows with
+the ROCm trees, not with the image, and that layer is the only one the images
+of two arch sets do not share below the source builds.
 """
 
 from rocmgraph.graph import Stage
 
-# Set by docker/base.Dockerfile.j2 for the builds; not the image's business at run time.
-BUILD_ONLY_ENV = (
-    "DEBIAN_FRONTEND",
-    "CCACHE_DIR",
-    "CCACHE_MAXSIZE",
-    "CMAKE_C_COMPILER_LAUNCHER",
-    "CMAKE_CXX_COMPILER_LAUNCHER",
-    "CMAKE_HIP_COMPILER_LAUNCHER",
-)
-
 STAGE = Stage(
     name="prune",
-    doc="removes kernel files of non-target archs, flattened so the image really shrinks",
-    parents=("assemble",),
-    reads=(("prune",), ("cleanup",), ("base", "workdir")),
+    doc="puts the ROCm trees back over slim, less the kernel files of other archs",
+    parents=("slim", "verl"),
+    reads=(("prune", "dirs"), ("base", "workdir")),
     recipe="prune.Dockerfile.j2",
     files=("rocmgraph/inimage/prune.py",),
     arch_dependent=True,
-    flatten=True,
-    drop_env=BUILD_ONLY_ENV,
 )

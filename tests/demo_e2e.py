@@ -104,6 +104,13 @@ def size(image: str) -> int:
     return int(docker("image", "inspect", "--format", "{{.Size}}", image))
 
 
+def layers(image: str) -> list[str]:
+    """The diff ids of ``image``'s layers, bottom first."""
+    return list(
+        json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", image))
+    )
+
+
 def manifest_file(image: str, name: str) -> str:
     return docker("run", "--rm", "--network=none", image, "cat", f"/workspace/.manifest/{name}")
 

@@ -44,7 +44,7 @@ def test_bump_moves_to_the_branch_head_and_changes_only_that_value(world: World)
         f"  applies   {ORACLE}",
         "  note: [sources.vllm].version still says 0.22.1rc1: set it to the version at "
         f"{head[:12]}",
-        "rebuilds: vllm, assemble, prune, manifest",
+        "rebuilds: vllm, assemble, manifest",
         f"wrote {world.pins}",  # not the repository's pins.toml: no docs to render
     ]
     assert world.pins_text() == before.replace(first, head)  # every comment, byte for byte

@@ -45,17 +45,20 @@ def test_the_real_graph_matches_the_design() -> None:
     assert graph.order == (
         "base", "rocm", "wheels",
         "aiter", "causal_conv1d", "flash_attention", "sglang", "transformer_engine", "verl",
-        "vllm", "assemble", "prune", "manifest",
+        "vllm", "slim", "prune", "assemble", "manifest",
     )  # fmt: skip
     arch_dependent = {s.name for s in graph if s.arch_dependent}
     assert arch_dependent == {
         "aiter", "causal_conv1d", "flash_attention", "sglang", "transformer_engine", "vllm",
-        "assemble", "prune", "manifest",
+        "prune", "assemble", "manifest",
     }  # fmt: skip
+    assert graph.final == "manifest"
+    # Pruning depends on no source build: a source bump never prunes again.
+    assert graph.ancestors("prune") == {"base", "rocm", "wheels", "verl", "slim"}
     # A vLLM bump must not rebuild SGLang, and the other way round.
     assert "sglang" not in graph.descendants("vllm")
     assert "vllm" not in graph.descendants("sglang")
-    assert graph.descendants("vllm") == {"assemble", "prune", "manifest"}
+    assert graph.descendants("vllm") == {"assemble", "manifest"}
     assert graph.closure("vllm") == ("base", "rocm", "wheels", "vllm")
 
 

@@ -20,7 +20,7 @@ from rocmgraph.pins import format_path
 from rocmgraph.run import Run
 
 STAGES = ["base", "rocm", "wheels", "aiter", "flash_attention", "transformer_engine", "verl",
-          "vllm", "assemble", "prune", "manifest"]  # fmt: skip
+          "vllm", "slim", "prune", "assemble", "manifest"]  # fmt: skip
 # What the profile leaves open as published, as `doit plan` names it.
 SHA256_LATER = "sha256 unknown; `doit lock` records it at first download"
 OPEN = {
@@ -90,7 +90,7 @@ def test_plan_lists_every_stage_and_names_what_is_open_before_lock(world_702: Wo
         " " * 51 + "missing: [sources.vllm].version (its build reads its version from git, and "
         "the tree has no .git; pin the version upstream's tag at the commit gives)"
     ) in out.splitlines()
-    assert out.splitlines()[-1] == "11 stages: 0 built, 11 to build"
+    assert out.splitlines()[-1] == "12 stages: 0 built, 12 to build"
 
 
 def test_lock_resolves_what_the_network_knows_and_changes_only_those_values(
@@ -225,7 +225,7 @@ def test_bump_vllm_moves_to_the_head_says_what_rebuilds_and_names_the_empty_vers
         f"1 commits, https://github.com/vllm-project/vllm/compare/{first[:12]}...{head[:12]}",
         "  note: [sources.vllm].version is empty, and its build needs it: set it to the "
         f"version at {head[:12]}",
-        "rebuilds: vllm, assemble, prune, manifest",
+        "rebuilds: vllm, assemble, manifest",
         f"wrote {world.pins}",
     ]
     assert world.pins_text() == before.replace(first, head)

@@ -52,7 +52,25 @@ def test_parents_come_in_as_build_args(name: str) -> None:
     text = render(GRAPH[name], REAL, BOTH)
     for parent in GRAPH[name].parents:
         assert f"ARG {parent.upper()}_IMAGE\n" in text
-    assert re.search(r"^FROM \$\{[A-Z_]+_IMAGE\}$", text, re.MULTILINE)
+    assert re.search(r"^FROM \$\{[A-Z_]+_IMAGE\}( AS \w+)?$", text, re.MULTILINE)
+
+
+def test_squashed_stages_end_from_scratch_and_plain_files_remove_in_place() -> None:
+    """slim squashes with BuildKit (FROM scratch, one COPY): its configuration comes from the
+    engine. One plain Dockerfile has no engine to give it back, so there it removes in place,
+    and prune prunes in place too."""
+    slim = render(GRAPH["slim"], REAL, BOTH)
+    assert slim.rstrip().endswith("FROM scratch\nCOPY --from=slim_trimmed / /")
+    assert GRAPH["slim"].squash
+    assert not GRAPH["slim"].arch_dependent
+    prune = render(GRAPH["prune"], REAL, BOTH)
+    assert prune.rstrip().endswith("FROM ${SLIM_IMAGE}\nCOPY --from=prune_kernels /kept/ /")
+    plain = render(GRAPH["slim"], REAL, BOTH, squash=False)
+    assert "FROM scratch" not in plain
+    assert "/opt/rocm/lib" not in plain  # the trees stay: prune works on them in place
+    plain_prune = render(GRAPH["prune"], REAL, BOTH, squash=False)
+    assert "/kept" not in plain_prune
+    assert "--report /workspace/.manifest/prune.json" in plain_prune
 
 
 def test_source_stages_build_for_the_arch_set(pins_text: str) -> None:
@@ -98,24 +116,27 @@ def test_assemble_mounts_the_built_wheels_and_sets_the_runtime_environment() -> 
     text = render(GRAPH["assemble"], REAL, ("gfx950",))
     assert "--mount=type=bind,from=vllm,source=/dist,target=/dist/vllm" in text
     assert "from=aiter" not in text  # the base provides it: nothing to install
-    assert "&& pip install --no-deps /dist/sglang/*.whl\n" in text
-    assert "RUN pip uninstall -y tilelang\n" in text
-    assert "pip install --no-deps xgrammar==0.1.32\n" in text
-    assert "pip install --no-deps ipython soundfile==0.13.1\n" in text
+    # One pip step in verl's order: the wheels with their dependencies, then without.
+    assert (
+        "    pip install /dist/causal_conv1d/*.whl /dist/vllm/*.whl \\\n"
+        "    && pip install --no-deps /dist/sglang/*.whl "
+        "xgrammar==0.1.32 ipython soundfile==0.13.1 \\\n"
+        "    && pip uninstall -y tilelang\n"
+    ) in text
     assert "COPY --from=vllm /src/vllm /workspace/vllm\n" in text
     assert "COPY --from=sglang /src/sglang /workspace/sglang\n" in text
-    assert ('ln -sfn "$SP/_rocm_sdk_core/share/amd_smi/amdsmi" "$SP/amdsmi"\n') in text
+    assert ('ln -sfn "$SP/_rocm_sdk_core/share/amd_smi/amdsmi" "$SP/amdsmi" \\\n') in text
     assert 'ENV PYTORCH_ROCM_ARCH="gfx950"\n' in text
     assert 'ENV HIP_ARCHITECTURES="gfx950"\nENV MAMBA_FORCE_BUILD=TRUE\n' in text
     assert "ENV PYTORCH_ALLOC_CONF=expandable_segments:True\n" in text
 
 
 def test_the_final_recipes_clean_up_check_and_keep_verls_layout() -> None:
-    prune = render(GRAPH["prune"], REAL, BOTH)
+    slim = render(GRAPH["slim"], REAL, BOTH)
     assert (
-        "RUN rm -rf /*.whl /root/.cache /root/.triton /workspace/TransformerEngine "
+        "    && rm -rf /*.whl /root/.cache /root/.triton /workspace/TransformerEngine "
         "/workspace/aiter/aiter/jit/build\n"
-    ) in prune
+    ) in slim
     manifest = render(GRAPH["manifest"], REAL, BOTH)
     assert "--dist=vllm==0.22.1rc1 " in manifest
     assert "--dist=sglang==0.5.15 " in manifest

@@ -189,10 +189,9 @@ class DockerEngine:
     def build(self, job: BuildJob) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{job.stage}.log"
-        # A flattened stage builds under a working tag: its own tag only names the result.
-        name, _, tag = job.ref.rpartition(":")
-        built = f"{name}-layers:{tag}" if job.flatten else job.ref
-        argv = [*self.client.build_argv(), "--progress=plain", "--tag", built]
+        if job.config_from:
+            self._keep_config(job)
+        argv = [*self.client.build_argv(), "--progress=plain", "--tag", job.ref]
         if self.network:
             argv += ["--network", self.network]
         for secret, path in sorted(job.secrets.items()):
@@ -224,36 +223,29 @@ class DockerEngine:
                     f"stage {job.stage}: docker build failed (exit {returncode}); its last "
                     f"lines:\n{last}\nfull log: {log_path}"
                 )
-            if job.flatten:
-                before = self.size(built)
-                self.flatten(built, job.ref, job.drop_env)
-                self._docker("image", "rm", built)
-                on_line(f"flattened into one layer: {before} -> {self.size(job.ref)} bytes")
 
     def size(self, ref: str) -> int:
         return int(self._docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
 
-    def flatten(self, source: str, dest: str, drop_env: tuple[str, ...] = ()) -> None:
-        """``dest``: the filesystem of ``source`` in one layer, with its configuration (but
-        the variables ``drop_env`` names)."""
-        config = json.loads(
-            self._docker("image", "inspect", "--format", "{{json .Config}}", source)
+    def config(self, ref: str) -> dict[str, object]:
+        """``docker image inspect``'s ``.Config`` of ``ref``."""
+        found = json.loads(self._docker("image", "inspect", "--format", "{{json .Config}}", ref))
+        return found if isinstance(found, dict) else {}
+
+    def _keep_config(self, job: BuildJob) -> None:
+        """A squashed stage starts FROM scratch: give it the configuration of the image it
+        squashes (less the build-only variables), as instructions at the end of its recipe."""
+        wanted = imageconfig.changes(self.config(job.config_from), job.drop_env)
+        lines = [*wanted.instructions]
+        if wanted.shell is not None:
+            lines.append(f"SHELL {json.dumps(list(wanted.shell))}")
+        recipe = job.context / "Dockerfile"
+        text = recipe.read_text(encoding="utf-8")
+        recipe.write_text(
+            f"{text.rstrip()}\n\n# The configuration of {job.config_from}:\n"
+            + "".join(f"{line}\n" for line in lines),
+            encoding="utf-8",
         )
-        wanted = imageconfig.changes(config, drop_env)
-        container = self._docker("create", source).strip()
-        try:
-            argv = [self.client.path, "import"]
-            for change in wanted.instructions:
-                argv += ["--change", change]
-            proc.pipe([self.client.path, "export", container], [*argv, "-", dest], timeout=3600)
-        finally:
-            self._docker("rm", container)
-        if wanted.shell is not None:  # import takes no SHELL: one more line, no more layers
-            dockerfile = f"FROM {dest}\nSHELL {json.dumps(list(wanted.shell))}\n"
-            proc.run([*self.client.build_argv(), "--quiet", "--tag", dest, "-"],
-                     input_text=dockerfile, env={**os.environ, "DOCKER_BUILDKIT": "1"},
-                     timeout=600)  # fmt: skip
-        self._tags = None
 
 
 def _last(stderr: str) -> str:

@@ -45,7 +45,9 @@ def _options(variables: tasks.Variables) -> Options:
 
 def task_plan() -> dict[str, Any]:
     variables = _variables()
-    return TASKS.plan_task(_options(variables), variables.text("format", "text"))
+    return TASKS.plan_task(
+        _options(variables), variables.text("format", "text"), int(variables.text("jobs", "2"))
+    )
 
 
 def task_lock() -> dict[str, Any]:

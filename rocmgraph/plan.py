@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rocmgraph import records
+from rocmgraph import estimate, records
 from rocmgraph.engine import Engine
 from rocmgraph.errors import EngineError
 from rocmgraph.explain import changes
@@ -32,12 +33,14 @@ class StagePlan:
     reasons: tuple[str, ...]  # why it would build; empty when built
     missing: tuple[Missing, ...]  # pins it reads that are not known yet
     note: str
+    estimate: estimate.Estimate | None  # what building it costs; None when built
 
 
 @dataclass(frozen=True)
 class Plan:
     stages: tuple[StagePlan, ...]
     engine: str  # why the engine cannot say what is built; "" when it can
+    total: estimate.Total  # what building the stages not built costs
 
 
 def engine_problem(engine: Engine) -> str:
@@ -49,20 +52,30 @@ def engine_problem(engine: Engine) -> str:
     return ""
 
 
-def make_plan(run: Run, engine: Engine) -> Plan:
-    """Every stage of ``run``, built or not on ``engine``."""
+def make_plan(
+    run: Run,
+    engine: Engine,
+    references: Mapping[str, estimate.Reference] | None = None,
+    builders: int = 2,
+) -> Plan:
+    """Every stage of ``run``, built or not on ``engine``, and what the build costs on
+    ``builders`` builders (from this machine's records, else from ``references``)."""
     plans = []
     missing = run.pins.missing()
+    # A stage the base provides only verifies: the figure of its source build is no estimate.
+    references = {
+        name: ref for name, ref in (references or {}).items() if name not in run.pins.base.provides
+    }
     problem = engine_problem(engine)
     for stage in run.graph:
         key = run.keys[stage.name]
         ref = run.ref(stage.name)
         built = False if problem else engine.image_exists(ref)
         reasons: list[str] = []
+        record = records.load(run.records_dir, stage.name)
         if problem:
             reasons = ["unknown: no engine to ask"]
         elif not built:
-            record = records.load(run.records_dir, stage.name)
             if record and record.key == key.key:
                 reasons = [f"image {ref} is gone (it was built before)"]
             else:
@@ -81,9 +94,14 @@ def make_plan(run: Run, engine: Engine) -> Plan:
                 reasons=tuple(reasons),
                 missing=tuple(m for m in missing if is_under(m.path, stage.reads)),
                 note=note,
+                estimate=None
+                if built or problem  # no engine: what is built is not known
+                else estimate.estimate(stage.name, record.seconds if record else None, references),
             )
         )
-    return Plan(tuple(plans), problem)
+    costs = {p.name: p.estimate for p in plans if p.estimate is not None}
+    parents = {p.name: p.parents for p in plans}
+    return Plan(tuple(plans), problem, estimate.total(costs, parents, builders))
 
 
 def as_json(run: Run, plan: Plan) -> str:
@@ -102,9 +120,18 @@ def as_json(run: Run, plan: Plan) -> str:
                 "reasons": list(stage.reasons),
                 "missing": [{"pin": format_path(m.path), "why": m.why} for m in stage.missing],
                 "note": stage.note,
+                "estimate": None
+                if stage.estimate is None
+                else {"seconds": stage.estimate.seconds, "from": str(stage.estimate.source)},
             }
             for stage in plan.stages
         ],
+        "estimate": {
+            "stages": plan.total.stages,
+            "work_seconds": plan.total.work,
+            "wall_seconds": plan.total.wall,
+            "builders": plan.total.builders,
+        },
     }
     return json.dumps(document, indent=2)
 
@@ -114,15 +141,22 @@ def as_text(run: Run, plan: Plan) -> str:
     lines = [
         f"plan for arch {','.join(run.archs)} from {run.options.pins}",
         *([f"engine: {plan.engine}"] if plan.engine else []),
-        f"{'stage':<{width}}{'key':<14}{'arch':<6}{'status':<11}why",
+        f"{'stage':<{width}}{'key':<14}{'arch':<6}{'status':<11}{'estimate':<19}why",
     ]
-    pad = " " * (width + 14 + 6 + 11)
+    pad = " " * (width + 14 + 6 + 11 + 19)
     for stage in plan.stages:
         why = "; ".join([*stage.reasons, *([stage.note] if stage.note else [])]) or "-"
         arch = "yes" if stage.arch_dependent else "-"
-        lines.append(f"{stage.name:<{width}}{stage.key[:12]:<14}{arch:<6}{stage.status:<11}{why}")
+        cost = stage.estimate.text() if stage.estimate else "-"
+        lines.append(
+            f"{stage.name:<{width}}{stage.key[:12]:<14}{arch:<6}{stage.status:<11}{cost:<19}{why}"
+        )
         lines += [f"{pad}missing: {m}" for m in stage.missing]
     built = sum(stage.status is Status.BUILT for stage in plan.stages)
     total = len(plan.stages)
     lines.append(f"{total} stages: {built} built, {total - built} to build")
+    if plan.total.stages:
+        lines.append(plan.total.text())
+    if plan.total.reference:
+        lines.append("(ref): the real image's build time, as cited in docker/durations.toml")
     return "\n".join(lines)

@@ -30,6 +30,7 @@ from rocmgraph import (
     compare,
     dockerfile_audit,
     docs,
+    estimate,
     lock,
     patch_status,
     plan,
@@ -89,6 +90,11 @@ def _arch(name: str, value: str) -> None:
         parse_archs(value)
 
 
+def _count(name: str, value: str) -> None:
+    if not value.isdigit() or int(value) < 1:
+        raise VariableError(f"{name}={cut(value)}: not a count; write {name}=1, {name}=2, ...")
+
+
 def _any(name: str, value: str) -> None:
     """A value that only an action can check (a path, a commit)."""
 
@@ -111,6 +117,7 @@ VARIABLES: dict[str, Variable] = {
     "network": Variable("docker build --network; default $VERL_GRAPH_NETWORK"),
     "profile": Variable("demo (or demo702) builds an offline demo profile", _profile),
     "format": Variable("text or json, for plan, patches and audit", _format),
+    "jobs": Variable("the builders the plan prices the build on (as doit -n); 2", _count),
     "to": Variable("the commit or tag bump:<source> moves to"),
     "force": Variable("1 lets a bump write despite a conflicting patch", flag),
     "dry": Variable("1 makes a bump write nothing", flag),
@@ -251,15 +258,19 @@ class Tasks:
 
     # ------------------------------------------------------------ reports
 
-    def plan_task(self, options: Options, fmt: str) -> Task:
+    def plan_task(self, options: Options, fmt: str, builders: int = 2) -> Task:
         def show() -> None:
             _check_format(fmt)
             run = self.run(options)
-            made = plan.make_plan(run, self.outside(options).engine)
+            # The demo's stages are miniatures: the real image's hours would mislead there.
+            references = {} if options.profile else estimate.load_references()
+            made = plan.make_plan(run, self.outside(options).engine, references, builders)
             print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
 
         return _report(
-            "show every stage: key, arch-dependent, built or not, and why it would build", show
+            "show every stage: key, arch-dependent, built or not, why it would build, and what "
+            "building costs",
+            show,
         )
 
     def lock_task(self, options: Options) -> Task:

@@ -29,7 +29,7 @@ CORE = {
     f"rocmgraph.{name}"
     for name in [
         "archs", "dockerfile_audit", "dockerfile_syntax", "engine", "errors", "expand",
-        "explain", "fsutil", "graph", "imageconfig", "keys", "kinds", "layout", "pins",
+        "estimate", "explain", "fsutil", "graph", "imageconfig", "keys", "kinds", "layout", "pins",
         "pinsedit", "pipargs", "plan", "provenance", "recipe", "records", "run", "shell",
         "spelling",
     ]

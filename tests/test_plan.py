@@ -11,6 +11,7 @@ from conftest import PINS, edit_toml, run_doit
 import stages
 from rocmgraph import records
 from rocmgraph.engine import BuildJob
+from rocmgraph.estimate import Estimate, Source, load_references
 from rocmgraph.plan import Status, as_text, make_plan
 from rocmgraph.run import Options, Run
 
@@ -135,18 +136,69 @@ def test_plan_text_is_a_table_with_the_reasons(
     engine = SetEngine({run.ref("base")})
     lines = as_text(run, make_plan(run, engine)).splitlines()
     assert lines[0] == f"plan for arch gfx942 from {path}"
-    assert lines[1] == "stage               key           arch  status     why"
+    assert lines[1] == "stage               key           arch  status     estimate           why"
     base_key = run.keys["base"].short
-    assert lines[2] == f"base                {base_key}  -     built      -"
+    assert lines[2] == f"base                {base_key}  -     built      -                  -"
     assert lines[3] == (
-        " " * 51 + "missing: [base].digest (image digest unknown; `doit lock` resolves it)"
+        " " * 70 + "missing: [base].digest (image digest unknown; `doit lock` resolves it)"
     )
     rocm_key = run.keys["rocm"].short
     assert lines[4] == (
-        f"rocm                {rocm_key}  -     not built  never built; "
+        f"rocm                {rocm_key}  -     not built  ?                  never built; "
         "verify only: the base image provides it"
     )
-    assert lines[-1] == "14 stages: 1 built, 13 to build"
+    assert lines[-2:] == [
+        "14 stages: 1 built, 13 to build",
+        "13 stages to build: ~0 s of work, ~0 s on 2 builders (13 without an estimate)",
+    ]
+
+
+def test_plan_prices_the_build_from_records_then_reference_figures(
+    write_pins: Callable[..., Path], pins_text: str
+) -> None:
+    run = Run(Options(pins=str(write_pins(pins_text)), arch="gfx942"), stages.graph())
+    built = {"base", "rocm", "wheels", *PROVIDED_SOURCES, "causal_conv1d", "verl", "slim"}
+    engine = SetEngine({run.ref(name) for name in built})
+    # Built here before (another key: the figure is still the best guess of a rebuild).
+    records.save(run.records_dir, "sglang", "0" * 64, run.keys["sglang"].inputs, seconds=1500)
+    records.save(run.records_dir, "prune", "0" * 64, run.keys["prune"].inputs, seconds=300)
+    references = load_references()  # vllm: 60 min; aiter (provided: no estimate) 108 min
+    plan = make_plan(run, engine, references, builders=2)
+    priced = {p.name: p.estimate for p in plan.stages if p.estimate}
+    assert priced == {
+        "vllm": Estimate(3600.0, Source.REFERENCE),
+        "sglang": Estimate(1500.0, Source.RECORDED),
+        "prune": Estimate(300.0, Source.RECORDED),
+        "assemble": Estimate(0.0, Source.NONE),
+        "manifest": Estimate(0.0, Source.NONE),
+    }
+    # vLLM and SGLang side by side; prune beside vLLM once SGLang is done; then the rest.
+    assert (plan.total.work, plan.total.wall) == (5400.0, 3600.0)
+    text = as_text(run, plan).splitlines()
+    assert text[-2:] == [
+        "5 stages to build: ~1 h 30 min of work, ~1 h 00 min on 2 builders "
+        "(2 recorded, 1 reference figure of the real image, 2 without an estimate)",
+        "(ref): the real image's build time, as cited in docker/durations.toml",
+    ]
+    vllm = next(line for line in text if line.startswith("vllm "))
+    assert "~1 h 00 min (ref) " in vllm
+    one = make_plan(run, engine, references, builders=1)
+    assert one.total.wall == 5400.0
+
+
+def test_plan_json_prices_each_stage_and_the_whole() -> None:
+    result = run_doit("plan", "arch=gfx942", "format=json", "jobs=3")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    vllm = next(s for s in document["stages"] if s["name"] == "vllm")
+    assert vllm["estimate"] == {"seconds": 3600.0, "from": "reference"}
+    aiter = next(s for s in document["stages"] if s["name"] == "aiter")
+    assert aiter["estimate"] == {"seconds": 0.0, "from": "none"}  # provided: it only verifies
+    assert document["estimate"]["builders"] == 3
+    assert document["estimate"]["stages"] == 14
+    bad = run_doit("plan", "jobs=0")
+    assert bad.returncode == 3
+    assert bad.stderr == "error: jobs=0: not a count; write jobs=1, jobs=2, ...\n"
 
 
 def test_unknown_arch_and_format_are_one_line_errors() -> None:

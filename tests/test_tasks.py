@@ -57,7 +57,7 @@ def test_the_plan_still_shows_keys_without_an_engine(tmp_path: Path) -> None:
         f"engine: no docker client can build with BuildKit: {tmp_path / 'docker'}: "
         "not a working docker client"
     )
-    assert "unknown    unknown: no engine to ask" in lines[3]
+    assert "unknown    -                  unknown: no engine to ask" in lines[3]
 
 
 def test_build_runs_parents_first() -> None:
@@ -68,7 +68,8 @@ def test_build_runs_parents_first() -> None:
 # ------------------------------------------------------ command-line variables
 
 KNOWN = (
-    "arch, check, commit_tag, dockerfile, dry, force, format, locked, network, pins, profile, to"
+    "arch, check, commit_tag, dockerfile, dry, force, format, jobs, locked, network, pins, "
+    "profile, to"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rocmgraph import context, records
+from rocmgraph import records
 from rocmgraph.engine import BuildJob, Engine
-from rocmgraph.lock import check_locked
 from rocmgraph.outside import Outside, credentials
 from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
@@ -37,6 +36,11 @@ def is_tagged(run: Run, engine: Engine) -> bool:
 def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     """Build stage ``name`` on ``engine`` unless its image exists there (its inputs fetched
     through ``outside``); True when it built."""
+    # Imported here, not above: what only a build needs (fetching, patching, locking: a
+    # third of the import time) is not paid by a run that finds everything built.
+    from rocmgraph import context
+    from rocmgraph.lock import check_locked
+
     if run.options.locked:
         check_locked(run.pins)
     if is_built(run, engine, name):

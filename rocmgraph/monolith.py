@@ -23,15 +23,25 @@ from rocmgraph.run import Run
 _ARG = re.compile(r"^ARG ([A-Z0-9_]+)_IMAGE\n", re.MULTILINE)
 
 
+HEADER = (
+    "# The verl ROCm image as one Dockerfile, rendered from the pins by `doit render`.\n"
+    "# Pins: {pins}; arch: {archs}. Build with BuildKit:\n"
+    "#   DOCKER_BUILDKIT=1 docker build --secret id=pip.conf,src=<a pip.conf> <context>\n"
+    "# where the context holds src/<source> (patched), wheels/ and the recipe files:\n"
+    "# `doit build` assembles it, checked by hash; this file cannot do that for you.\n"
+)
+
+
 def dockerfile(run: Run) -> str:
     """Every stage, in build order, as one Dockerfile whose final stage is the image."""
-    parts = [
-        "# The verl ROCm image as one Dockerfile, rendered from the pins by `doit render`.\n"
-        f"# Pins: {Path(run.pins.file).name}; arch: {','.join(run.archs)}. Build with BuildKit:\n"
-        "#   DOCKER_BUILDKIT=1 docker build --secret id=pip.conf,src=<a pip.conf> <context>\n"
-        "# where the context holds src/<source> (patched), wheels/ and the recipe files:\n"
-        "# `doit build` assembles it, checked by hash; this file cannot do that for you.\n"
-    ]
+    header = HEADER.format(pins=Path(run.pins.file).name, archs=",".join(run.archs))
+    return "\n".join([header, *stage_texts(run).values()])
+
+
+def stage_texts(run: Run) -> dict[str, str]:
+    """Each stage's part of the file, in build order: ``FROM <parent> AS <stage>`` and its
+    steps (a stage with no parent keeps its image reference)."""
+    parts = {}
     for stage in run.graph:
         # No squash here: no engine gives a FROM scratch stage its configuration back.
         text = _ARG.sub("", render(stage, run.pins, run.archs, squash=False))
@@ -45,8 +55,8 @@ def dockerfile(run: Run) -> str:
             text = re.sub(
                 r"^(FROM \S+)$", rf"\1 AS {stage.name}", text, count=1, flags=re.MULTILINE
             )
-        parts.append(text)
-    return "\n".join(parts)
+        parts[stage.name] = text
+    return parts
 
 
 def prepare(run: Run, engine: Engine, outside: Outside, dest: Path) -> Path:

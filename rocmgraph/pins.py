@@ -660,4 +660,10 @@ def is_under(path: PinPath, reads: tuple[PinPath, ...]) -> bool:
 
 def select(flat: Mapping[PinPath, Value], reads: tuple[PinPath, ...]) -> dict[PinPath, Value]:
     """The pins under any of ``reads``."""
-    return {path: value for path, value in flat.items() if is_under(path, reads)}
+    # A set lookup of each prefix, not a scan of ``reads`` per pin: every key reads it.
+    wanted = set(reads)
+    return {
+        path: value
+        for path, value in flat.items()
+        if any(path[:depth] in wanted for depth in range(len(path) + 1))
+    }

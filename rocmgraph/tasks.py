@@ -23,25 +23,16 @@ from typing import Any
 
 from doit import doit_cmd
 
-from rocmgraph import (
-    audit,
-    build,
-    bump,
-    compare,
-    dockerfile_audit,
-    docs,
-    estimate,
-    lock,
-    patch_status,
-    plan,
-    recipe,
-)
+# The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
+# patch_status, plan) are imported by the action that runs them: doit imports this module on
+# every invocation, and a no-op build should not pay for what it never runs.
+from rocmgraph import build, recipe
 from rocmgraph.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
-from rocmgraph.outside import Outside
+from rocmgraph.outside import Outside, default_cache
 from rocmgraph.pins import load as load_pins
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -226,6 +217,8 @@ class Tasks:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        # Every key renders every recipe: compiled once here, not once per invocation.
+        recipe.keep_compiled(default_cache() / "templates")
         self._runs: dict[Options, Run] = {}
         self._outside: dict[Options, Outside] = {}
         self._demos: dict[str, demo_profile.Demo] = {}
@@ -263,6 +256,8 @@ class Tasks:
             _check_format(fmt)
             run = self.run(options)
             # The demo's stages are miniatures: the real image's hours would mislead there.
+            from rocmgraph import estimate, plan
+
             references = {} if options.profile else estimate.load_references()
             made = plan.make_plan(run, self.outside(options).engine, references, builders)
             print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
@@ -275,6 +270,8 @@ class Tasks:
 
     def lock_task(self, options: Options) -> Task:
         def run_lock() -> None:
+            from rocmgraph import lock
+
             _show(lock.run_lock(self.run(options), self.outside(options)))
 
         return {
@@ -288,6 +285,8 @@ class Tasks:
     def patches_task(self, options: Options, fmt: str) -> Task:
         def show() -> None:
             _check_format(fmt)
+            from rocmgraph import patch_status
+
             rows = patch_status.table(self.run(options), self.outside(options))
             print(patch_status.as_json(rows) if fmt == "json" else patch_status.as_text(rows))
             patch_status.verdict(rows)
@@ -309,6 +308,8 @@ class Tasks:
             if to and len(targets) > 1:
                 raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
             outside = self.outside(options)
+            from rocmgraph import bump
+
             _show(bump.run_bump(run, outside, targets, to, force=force, dry=dry))
 
         for name in [*names, "base", "all"]:
@@ -333,11 +334,15 @@ class Tasks:
         def show() -> None:
             _check_format(fmt)
             if dockerfile:
+                from rocmgraph import dockerfile_audit
+
                 report = dockerfile_audit.audit(_read_dockerfile(dockerfile), dockerfile)
                 text = dockerfile_audit.as_json(report) if fmt == "json" else None
                 print(text or dockerfile_audit.as_text(report))
                 dockerfile_audit.verdict(report)
                 return
+            from rocmgraph import audit
+
             rows = audit.audit_pins(self.run(options), self.outside(options))
             print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
             audit.verdict(rows)
@@ -354,6 +359,8 @@ class Tasks:
                     "compare needs dockerfile=<path>: an upstream recipe to set beside the graph"
                 )
             text = _read_dockerfile(dockerfile)
+            from rocmgraph import compare
+
             comparison = compare.compare(text, dockerfile, self.run(options))
             shown = compare.as_json(comparison) if fmt == "json" else compare.as_text(comparison)
             print(shown)
@@ -368,6 +375,8 @@ class Tasks:
     def render_task(self, check: bool) -> Task:
         def write() -> None:
             # the docs are of pins.toml, whatever the variables
+            from rocmgraph import docs
+
             run = Run(Options(pins=str(docs.PINS)), self.graph)
             stale = [str(path.relative_to(ROOT)) for path in docs.write(run, check=check)]
             if check and stale:

@@ -21,10 +21,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rocmgraph import lock, pinsedit
 from rocmgraph.demo import baseimage, fixtures, primus
-from rocmgraph.demo.serve import Files, Registry
 from rocmgraph.errors import LockError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.graph import Graph
@@ -34,6 +33,9 @@ from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.pins import Pins
 from rocmgraph.pins import load as load_pins
 from rocmgraph.run import Options, Run
+
+if TYPE_CHECKING:
+    from rocmgraph.demo.serve import Files, Registry
 
 HTTP_PORT = 38470
 REGISTRY_PORT = 38471
@@ -97,6 +99,8 @@ class Demo:
         source = hashlib.sha256(f"{template}\0{fills_text}".encode()).hexdigest()
         if self.pins.is_file() and made_from.is_file() and made_from.read_text() == source:
             return self.pins  # the common case, a no-op: nothing to parse
+        from rocmgraph import pinsedit  # tomlkit: only when the pins are made anew
+
         fills = [pinsedit.Change(tuple(path), "", value) for path, value in json.loads(fills_text)]
         atomic_write_text(self.pins, pinsedit.apply(template, fills))
         atomic_write_text(made_from, source)
@@ -110,11 +114,15 @@ class Demo:
     def start(self, outside: Outside) -> None:
         """Fixtures made, servers up, base image pushed, the generated pins locked."""
         engine = outside.docker
+        from rocmgraph.demo.serve import Files, Registry  # servers: only when builds run
+
         fixtures.build(self.root / "fixtures")
         self.servers.append(Files(self.root / "fixtures" / "www", HTTP_PORT))
         self.servers.append(Registry(self.root / "registry", REGISTRY_PORT))
         self.profile.make_base(engine, self.profile.base, self.root)
         self.fills.unlink(missing_ok=True)
+        from rocmgraph import lock  # the network side of locking: only when the demo locks
+
         result = lock.resolve(Run(Options(pins=str(self.sync_pins())), self.graph), outside)
         if result.unresolved:
             raise LockError("demo: " + "; ".join(map(str, result.unresolved)))

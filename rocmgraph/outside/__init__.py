@@ -54,7 +54,7 @@ class Outside:
     @functools.cached_property
     def docker(self) -> DockerEngine:
         """The local Docker engine, connected now (the demo drives it beyond builds)."""
-        return DockerEngine.connect(self.logs, self.network)
+        return DockerEngine.connect(self.logs, self.network, self.cache / "docker-client.json")
 
     @functools.cached_property
     def engine(self) -> Engine:

@@ -1,4 +1,4 @@
-"""The one module that talks to docker: client choice, BuildKit builds, tags, logs.
+"""The one module that runs the docker CLI: client choice, BuildKit builds, tags, logs.
 
 Client choice: ``docker buildx build --load`` where buildx works; else
 ``DOCKER_BUILDKIT=1 docker build`` with a client old enough to run BuildKit
@@ -9,6 +9,8 @@ none works, one line says what to install or start.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -24,8 +26,9 @@ from urllib.parse import urlsplit
 from rocmgraph import imageconfig
 from rocmgraph.engine import BuildJob
 from rocmgraph.errors import EngineError
+from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.inimage import manifest
-from rocmgraph.outside import proc
+from rocmgraph.outside import dockerapi, proc
 from rocmgraph.outside.proc import CommandFailed, CommandMissing
 
 DOCKER_ENV = "VERL_GRAPH_DOCKER"
@@ -58,6 +61,33 @@ def candidates(environ: dict[str, str] | None = None) -> list[str]:
         ):
             found.append(path)
     return found
+
+
+def remembered_client(paths: list[str], memo: Path) -> Client:
+    """find_client, remembered in ``memo`` (a JSON file) for as long as each candidate's
+    path, size and mtime stay the same: probing costs three processes (about 50 ms) a run.
+    A memo that cannot be read or written is only a memo: the clients are asked again."""
+    stamp = [_stamp(path) for path in paths]
+    try:
+        known = json.loads(memo.read_text(encoding="utf-8"))
+        if known["candidates"] == stamp:
+            return Client(**known["client"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    client = find_client(paths)
+    with contextlib.suppress(OSError):
+        atomic_write_text(
+            memo, json.dumps({"candidates": stamp, "client": dataclasses.asdict(client)})
+        )
+    return client
+
+
+def _stamp(path: str) -> list[object]:
+    try:
+        status = Path(path).stat()
+    except OSError:
+        return [path, None]
+    return [path, os.path.realpath(path), status.st_size, status.st_mtime_ns]
 
 
 def find_client(paths: list[str]) -> Client:
@@ -125,10 +155,14 @@ class DockerEngine:
         self._tags: dict[str, str] | None = None
 
     @classmethod
-    def connect(cls, log_dir: Path, network: str | None = None) -> DockerEngine:
-        """An engine behind the first client that can build; the engine itself is asked
-        only when first needed (an engine that does not answer fails that call)."""
-        client = find_client(candidates())
+    def connect(
+        cls, log_dir: Path, network: str | None = None, memo: Path | None = None
+    ) -> DockerEngine:
+        """An engine behind the first client that can build (the choice remembered in
+        ``memo``, if given); the engine itself is asked only when first needed (an engine
+        that does not answer fails that call)."""
+        found = candidates()
+        client = remembered_client(found, memo) if memo else find_client(found)
         return cls(client, log_dir, os.environ.get(NETWORK_ENV, "") if network is None else network)
 
     # ------------------------------------------------------------ queries
@@ -150,6 +184,9 @@ class DockerEngine:
     def tags(self) -> dict[str, str]:
         """Every tagged image: ``repo:tag`` -> image id (one call per run, kept up to date)."""
         if self._tags is None:
+            local = dockerapi.local_socket()
+            self._tags = dockerapi.image_tags(local) if local else None
+        if self._tags is None:  # not a local engine, or one that does not answer: the CLI
             out = self._docker(
                 "image", "ls", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"
             )

@@ -1,0 +1,144 @@
+"""What a run that builds nothing pays for, kept small: the client probe remembered, the
+engine asked over its socket, the templates compiled once (each with its fallback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import need_docker
+
+import stages
+from rocmgraph import recipe
+from rocmgraph.outside import dockerapi
+from rocmgraph.outside.docker import Client, remembered_client
+from rocmgraph.run import Options, Run
+
+# ------------------------------------------------------------ the client probe
+
+
+def stub_client(folder: Path, version: str = "20.10.24+dfsg1") -> tuple[Path, Path]:
+    """A docker client that only knows --version (no buildx), and counts its calls."""
+    calls = folder / "calls"
+    client = folder / "docker"
+    client.write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\n'
+        f'[ "$1" = "--version" ] && echo "Docker version {version}, build 297e128" && exit 0\n'
+        "exit 1\n"
+    )
+    client.chmod(0o755)
+    return client, calls
+
+
+def test_the_client_choice_is_remembered_until_the_client_changes(tmp_path: Path) -> None:
+    client, calls = stub_client(tmp_path)
+    memo = tmp_path / "cache" / "docker-client.json"
+    assert remembered_client([str(client)], memo) == Client(str(client), "20.10.24", False)
+    assert calls.read_text().splitlines() == ["--version", "buildx version"]
+    assert json.loads(memo.read_text())["client"]["version"] == "20.10.24"
+
+    assert remembered_client([str(client)], memo) == Client(str(client), "20.10.24", False)
+    assert len(calls.read_text().splitlines()) == 2  # not asked again
+
+    client, calls = stub_client(tmp_path, "20.10.25")  # a new client: asked again
+    os.utime(client, ns=(1, 1))
+    assert remembered_client([str(client)], memo).version == "20.10.25"
+    assert len(calls.read_text().splitlines()) == 4
+
+
+def test_a_memo_that_cannot_be_kept_only_costs_the_probe(tmp_path: Path) -> None:
+    client, calls = stub_client(tmp_path)
+    (tmp_path / "file").write_text("")
+    memo = tmp_path / "file" / "docker-client.json"  # under a file: never writable
+    for _ in range(2):
+        assert remembered_client([str(client)], memo).path == str(client)
+    assert len(calls.read_text().splitlines()) == 4
+    garbled = tmp_path / "garbled.json"
+    garbled.write_text("{not json")
+    assert remembered_client([str(client)], garbled).version == "20.10.24"
+
+
+# ------------------------------------------------------------ the engine's socket
+
+
+@pytest.mark.parametrize(
+    ("environ", "config", "expected"),
+    [
+        ({}, None, dockerapi.DEFAULT_SOCKET),
+        ({"DOCKER_HOST": "unix:///run/other.sock"}, None, Path("/run/other.sock")),
+        ({"DOCKER_HOST": "tcp://10.0.0.1:2376"}, None, None),
+        ({"DOCKER_HOST": "ssh://build-2"}, None, None),
+        ({"DOCKER_CONTEXT": "remote"}, None, None),
+        ({}, {"currentContext": "remote"}, None),
+        ({}, {"currentContext": "default"}, dockerapi.DEFAULT_SOCKET),
+        ({}, "not json", dockerapi.DEFAULT_SOCKET),
+    ],
+)
+def test_the_socket_is_the_one_the_cli_would_use(
+    tmp_path: Path, environ: dict[str, str], config: object, expected: Path | None
+) -> None:
+    if config is not None:
+        text = config if isinstance(config, str) else json.dumps(config)
+        (tmp_path / "config.json").write_text(text)
+    assert dockerapi.local_socket({**environ, "DOCKER_CONFIG": str(tmp_path)}) == expected
+
+
+def test_no_engine_behind_the_socket_is_none(tmp_path: Path) -> None:
+    assert dockerapi.image_tags(tmp_path / "missing.sock", timeout=2) is None
+    (tmp_path / "plain").write_text("")
+    assert dockerapi.image_tags(tmp_path / "plain", timeout=2) is None
+
+
+@pytest.mark.docker
+def test_the_socket_lists_what_the_cli_lists() -> None:
+    need_docker()
+    socket = dockerapi.local_socket()
+    assert socket is not None
+    found = dockerapi.image_tags(socket)
+    out = subprocess.run(
+        ["/usr/bin/docker", "image", "ls", "--no-trunc", "--format",
+         "{{.Repository}}:{{.Tag}} {{.ID}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    listed = dict(line.split(" ", 1) for line in out.splitlines())
+    listed.pop("<none>:<none>", None)
+    assert found == listed
+    assert found  # the suite has built images by now, or the base image at least
+
+
+# ------------------------------------------------------------ compiled templates
+
+
+def keys_of(pins: str) -> dict[str, str]:
+    run = Run(Options(pins=pins, arch="gfx942"), stages.graph())
+    return {name: key.key for name, key in run.keys.items()}
+
+
+def test_compiled_templates_are_kept_and_change_no_key(tmp_path: Path) -> None:
+    recipe.keep_compiled(None)
+    recipe._environment.cache_clear()  # a fresh process: nothing compiled yet
+    plain = keys_of("pins.toml")
+    try:
+        recipe._environment.cache_clear()
+        recipe.keep_compiled(tmp_path / "templates")
+        assert keys_of("pins.toml") == plain
+        kept = sorted((tmp_path / "templates").glob("*.cache"))
+        assert len(kept) >= len(list(Path("docker").glob("*.j2")))
+        recipe._environment.cache_clear()
+        recipe.keep_compiled(tmp_path / "templates")
+        assert keys_of("pins.toml") == plain  # from the kept ones
+        for path in kept:
+            path.write_bytes(b"garbage")
+        recipe._environment.cache_clear()
+        recipe.keep_compiled(tmp_path / "templates")
+        assert keys_of("pins.toml") == plain  # unreadable: compiled again
+        (tmp_path / "file").write_text("")
+        recipe._environment.cache_clear()
+        recipe.keep_compiled(tmp_path / "file" / "templates")  # never writable
+        assert keys_of("pins.toml") == plain
+    finally:
+        recipe._environment.cache_clear()
+        recipe.keep_compiled(None)

@@ -21,15 +21,25 @@ from rocmgraph.run import Run
 # provides ROCm, the torch stack, Flash Attention, TransformerEngine and aiter), the arch
 # (ARG GPU_ARCH, line 6), causal-conv1d (13), vLLM (18), verl (30), SGLang (37), mbridge
 # (47, in the verl stage here), the runtime variables (53), the amdsmi link (56), the
-# cleanup (60). The graph's own stages (slim, prune) go where verl's cleanup is.
+# cleanup (60). The graph's own stages go where verl's cleanup is: prune gathers the kept
+# kernels, slim removes the trees, assemble puts the kept ones back.
 ORDER = (
     "base", "rocm", "wheels", "aiter", "flash_attention", "transformer_engine",
-    "causal_conv1d", "vllm", "verl", "sglang", "slim", "prune", "assemble", "manifest",
+    "causal_conv1d", "vllm", "verl", "sglang", "prune", "slim", "assemble", "manifest",
 )  # fmt: skip
 
 _FROM = re.compile(r"^FROM \S+ AS \w+\n", re.MULTILINE)
 _MOUNT = re.compile(r"^ *--mount=type=bind,from=(\w+),source=/dist,target=/dist/\1 \\\n", re.M)
 _COPY_FROM = re.compile(r"^COPY --from=(\w+) (\S+) (\S+)$", re.MULTILINE)
+
+
+def _copy(match: re.Match[str]) -> str:
+    """``COPY --from=<stage> <src> <dst>`` in one filesystem: ``cp -a``; a folder's content
+    (``/kept/``) is copied into ``<dst>`` and the folder dropped, as no stage holds it."""
+    source, dest = match.group(2), match.group(3)
+    if source.endswith("/"):
+        return f"RUN cp -a {source}. {dest} && rm -rf {source}"
+    return f"RUN cp -a {source} {dest}"
 
 
 def dockerfile(run: Run) -> str:
@@ -51,6 +61,6 @@ def dockerfile(run: Run) -> str:
         text = text.replace("--wheel-dir /dist ", f"--wheel-dir /dist/{name} ")
         text = text.replace("mkdir -p /dist\n", f"mkdir -p /dist/{name}\n")
         text = _MOUNT.sub("", text)  # the wheels are at /dist/<stage> already
-        text = _COPY_FROM.sub(r"RUN cp -a \2 \3", text)
+        text = _COPY_FROM.sub(_copy, text)
         parts.append(text)
     return "\n".join(parts)

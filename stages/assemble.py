@@ -1,4 +1,7 @@
-"""assemble: the built wheels of every source stage installed over the pruned stack.
+"""assemble: verl's image, the ROCm trees pruned for the target archs, and the built
+wheels of every source stage installed over them.
+
+The pruned trees (the prune stage's /kept) are copied over verl as one layer.
 
 The wheels are bind-mounted from the stage images, never copied, so they do
 not ship in a layer; a stage the base image provides has none. The tree of a
@@ -24,8 +27,8 @@ SOURCE_KNOBS = ("install_deps", "workspace", "keep_env", "env", "arch_env", "arc
 
 STAGE = Stage(
     name="assemble",
-    doc="installs the built vLLM, SGLang, kernels over the pruned stack; sets the runtime env",
-    parents=("prune", *ARTIFACTS),
+    doc="verl, the pruned ROCm trees, the built vLLM, SGLang and kernels; the runtime env",
+    parents=("verl", "prune", *ARTIFACTS),
     reads=(
         *(
             ("sources", source, knob)

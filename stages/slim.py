@@ -1,14 +1,18 @@
-"""slim: verl's image without the ROCm trees and the leftovers, squashed into one layer.
+"""slim: the torch stack's image without the ROCm trees and the leftovers, in one layer.
 
-The kernel files of every arch sit in the ROCm trees ([prune].dirs), and files
-deleted in a later layer still ship in the layer that added them. So this
-stage removes those trees whole, and the pinned cleanup (leftovers of the base
-image), and squashes the rest into one layer with BuildKit (``FROM scratch``,
-``COPY --from``), keeping the image's configuration but for the build-only
-variables the base stage sets (for apt and ccache): they never reach the
-runtime image. It depends on no arch: every arch set's image shares this
-layer, and an arch switch never rebuilds it. The prune stage puts the trees
-back, pruned.
+The kernel files of every arch sit in the ROCm trees ([prune].dirs) that the
+base image and the wheels bring, and files deleted in a later layer still ship
+in the layer that added them. So this stage removes those trees whole, and the
+pinned cleanup (leftovers of the base image), and squashes the rest into one
+layer with BuildKit (``FROM scratch``, ``COPY --from``), keeping the image's
+configuration but for the build-only variables the base stage sets (for apt and
+ccache): they never reach the runtime image.
+
+It sits below verl, not above it: the squash copies the whole image (the cost of
+a rewrite grows with what it rewrites), so it runs when the base, ROCm or the
+torch stack change, never for a verl bump. It depends on no arch: the images of
+every arch set share this layer and verl's above it. The prune stage brings the
+trees back, pruned, in assemble.
 """
 
 from rocmgraph.graph import Stage
@@ -25,8 +29,8 @@ BUILD_ONLY_ENV = (
 
 STAGE = Stage(
     name="slim",
-    doc="verl's image less the ROCm trees and leftovers, squashed: shared by every arch set",
-    parents=("verl",),
+    doc="the torch stack less the ROCm trees and leftovers, squashed: shared by every arch set",
+    parents=("wheels",),
     reads=(("prune", "dirs"), ("cleanup",)),
     recipe="slim.Dockerfile.j2",
     squash=True,

@@ -102,14 +102,22 @@ def test_the_pruned_image_keeps_its_arch_only_and_really_shrank(e2e: E2E) -> Non
         "gfx950": {"files": 14, "bytes": 4928 * 1024},
     }
     keys = labels("verl-e2e:gfx942")
-    # verl's image holds every arch's kernels; prune's, the kept ones only, and no byte of
-    # the others ships in a layer below: slim is one squashed layer, the trees one more.
-    verl = f"verl-e2e/verl:{keys['org.verl-rocm-graph.key.verl']}"
+    # The torch stack's image holds every arch's kernels. slim is that image less the trees,
+    # squashed into one layer, so no byte of them ships below; verl builds on it; the kept
+    # kernels come back in one layer of their own over verl's, in assemble.
+    wheels = f"verl-e2e/wheels:{keys['org.verl-rocm-graph.key.wheels']}"
     slim = f"verl-e2e/slim:{keys['org.verl-rocm-graph.key.slim']}"
+    verl = f"verl-e2e/verl:{keys['org.verl-rocm-graph.key.verl']}"
     pruned = f"verl-e2e/prune:{keys['org.verl-rocm-graph.key.prune']}"
-    assert size(verl) - size(pruned) >= 0.95 * report["removed_bytes"], report
+    assert size(wheels) - size(slim) >= 0.95 * report["removed_bytes"], report
     assert len(set(layers(slim)) - {EMPTY_LAYER}) == 1  # (WORKDIR adds an empty one)
-    assert layers(pruned)[:-1] == layers(slim)
+    assert layers(verl)[: len(layers(slim))] == layers(slim)
+    final = layers("verl-e2e:gfx942")
+    assert final[: len(layers(verl))] == layers(verl)
+    assert layers(pruned)[:-1] == layers(wheels)  # one layer: the kept trees, under /kept
+    assert shell(pruned, "ls /kept/opt/venv/lib/python3.11/site-packages") == [
+        "_rocm_sdk_core", "_rocm_sdk_devel", "_rocm_sdk_libraries",
+    ]  # fmt: skip
 
 
 def test_the_image_is_verl_s_7_14_image_on_its_primus_like_base(e2e: E2E) -> None:
@@ -121,8 +129,8 @@ def test_the_image_is_verl_s_7_14_image_on_its_primus_like_base(e2e: E2E) -> Non
                  "/workspace/TransformerEngine")  # fmt: skip
     there = "for path in " + " ".join(leftovers) + '; do [ -e "$path" ] && echo "$path"; done'
     keys = labels(image)
-    verl = f"verl-e2e/verl:{keys['org.verl-rocm-graph.key.verl']}"
-    assert shell(verl, there + "; true") == [
+    wheels = f"verl-e2e/wheels:{keys['org.verl-rocm-graph.key.wheels']}"
+    assert shell(wheels, there + "; true") == [
         "/transformer_engine-2.14.0-py3-none-any.whl",
         *leftovers[1:],
     ]
@@ -268,11 +276,11 @@ def test_switching_arch_reuses_every_arch_independent_stage(e2e: E2E) -> None:
     # What the base provides only verifies, for any arch set.
     assert built(result) == {"causal_conv1d", "sglang", "vllm", "prune", "assemble", "manifest"}
     assert ARCH_INDEPENDENT.isdisjoint(built(result))
-    # The two images share slim's one layer (all but the ROCm trees and the source builds)
-    # and differ from the pruned trees up.
+    # The two images share slim's one layer and verl's (all but the ROCm trees and the source
+    # builds) and differ from the pruned trees up.
     mi300, mi350 = layers("verl-e2e:gfx942"), layers("verl-e2e:gfx950")
     keys = labels("verl-e2e:gfx950")
-    shared = layers(f"verl-e2e/slim:{keys['org.verl-rocm-graph.key.slim']}")
+    shared = layers(f"verl-e2e/verl:{keys['org.verl-rocm-graph.key.verl']}")
     assert mi300[: len(shared)] == mi350[: len(shared)] == shared
     assert mi300[len(shared)] != mi350[len(shared)]
     facts = run_in(

@@ -44,8 +44,8 @@ def test_the_real_graph_matches_the_design() -> None:
     graph = stages.graph()
     assert graph.order == (
         "base", "rocm", "wheels",
-        "aiter", "causal_conv1d", "flash_attention", "sglang", "transformer_engine", "verl",
-        "vllm", "slim", "prune", "assemble", "manifest",
+        "aiter", "causal_conv1d", "flash_attention", "prune", "sglang", "slim",
+        "transformer_engine", "vllm", "verl", "assemble", "manifest",
     )  # fmt: skip
     arch_dependent = {s.name for s in graph if s.arch_dependent}
     assert arch_dependent == {
@@ -53,8 +53,11 @@ def test_the_real_graph_matches_the_design() -> None:
         "prune", "assemble", "manifest",
     }  # fmt: skip
     assert graph.final == "manifest"
-    # Pruning depends on no source build: a source bump never prunes again.
-    assert graph.ancestors("prune") == {"base", "rocm", "wheels", "verl", "slim"}
+    # Pruning depends on no source build and not on verl: a bump never prunes again, and
+    # the squash (slim) lies below verl, so a verl bump never rewrites the whole image.
+    assert graph.ancestors("prune") == {"base", "rocm", "wheels"}
+    assert graph.ancestors("verl") == {"base", "rocm", "wheels", "slim"}
+    assert graph.descendants("verl") == {"assemble", "manifest"}
     # A vLLM bump must not rebuild SGLang, and the other way round.
     assert "sglang" not in graph.descendants("vllm")
     assert "vllm" not in graph.descendants("sglang")

@@ -19,8 +19,8 @@ from rocmgraph.errors import LockError
 from rocmgraph.pins import format_path
 from rocmgraph.run import Run
 
-STAGES = ["base", "rocm", "wheels", "aiter", "flash_attention", "transformer_engine", "verl",
-          "vllm", "slim", "prune", "assemble", "manifest"]  # fmt: skip
+STAGES = ["base", "rocm", "wheels", "aiter", "flash_attention", "prune", "slim",
+          "transformer_engine", "vllm", "verl", "assemble", "manifest"]  # fmt: skip
 # What the profile leaves open as published, as `doit plan` names it.
 SHA256_LATER = "sha256 unknown; `doit lock` records it at first download"
 OPEN = {

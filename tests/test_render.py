@@ -19,7 +19,7 @@ BOTH = ("gfx942", "gfx950")
 
 
 def test_a_recipe_cannot_read_a_pin_its_stage_does_not_declare() -> None:
-    sneaky = Stage(name="sneaky", doc="", parents=("wheels",), recipe="verl.Dockerfile.j2")
+    sneaky = Stage(name="sneaky", doc="", parents=("slim",), recipe="verl.Dockerfile.j2")
     with pytest.raises(RenderError) as caught:
         render(sneaky, REAL, BOTH)
     assert str(caught.value) == (
@@ -57,20 +57,31 @@ def test_parents_come_in_as_build_args(name: str) -> None:
 
 def test_squashed_stages_end_from_scratch_and_plain_files_remove_in_place() -> None:
     """slim squashes with BuildKit (FROM scratch, one COPY): its configuration comes from the
-    engine. One plain Dockerfile has no engine to give it back, so there it removes in place,
-    and prune prunes in place too."""
+    engine. One plain Dockerfile has no engine to give it back, so there it removes in place
+    (what it removes still ships below). prune gathers the kept kernels either way."""
     slim = render(GRAPH["slim"], REAL, BOTH)
+    assert slim.startswith(
+        "# slim: the torch stack less the ROCm trees (every arch's kernels) and the pinned "
+        "leftovers.\nARG WHEELS_IMAGE\nFROM ${WHEELS_IMAGE} AS slim_trimmed\n"
+    )
     assert slim.rstrip().endswith("FROM scratch\nCOPY --from=slim_trimmed / /")
     assert GRAPH["slim"].squash
     assert not GRAPH["slim"].arch_dependent
-    prune = render(GRAPH["prune"], REAL, BOTH)
-    assert prune.rstrip().endswith("FROM ${SLIM_IMAGE}\nCOPY --from=prune_kernels /kept/ /")
     plain = render(GRAPH["slim"], REAL, BOTH, squash=False)
     assert "FROM scratch" not in plain
-    assert "/opt/rocm/lib" not in plain  # the trees stay: prune works on them in place
-    plain_prune = render(GRAPH["prune"], REAL, BOTH, squash=False)
-    assert "/kept" not in plain_prune
-    assert "--report /workspace/.manifest/prune.json" in plain_prune
+    assert "FROM ${WHEELS_IMAGE}\n" in plain
+    assert (
+        "RUN rm -rf /opt/rocm/lib /opt/rocm/share/miopen "
+        "/opt/venv/lib/python3.12/site-packages/_rocm_sdk_* " in plain
+    )
+    prune = render(GRAPH["prune"], REAL, BOTH)
+    assert prune == render(GRAPH["prune"], REAL, BOTH, squash=False)
+    assert "FROM ${WHEELS_IMAGE}\n" in prune
+    assert "--report /kept/workspace/.manifest/prune.json" in prune
+    assemble = render(GRAPH["assemble"], REAL, BOTH)
+    assert "FROM ${PRUNE_IMAGE} AS prune\n" in assemble
+    assert "FROM ${VERL_IMAGE}\n" in assemble
+    assert "COPY --from=prune /kept/ /\n" in assemble
 
 
 def test_source_stages_build_for_the_arch_set(pins_text: str) -> None:

@@ -58,6 +58,7 @@ PACKAGES = {  # the demo's own packages on its package index: name -> (version, 
     "demo-xgrammar": ("0.1.32", ()),
     "demo-soundfile": ("0.13.1", ()),
 }
+NEWER = {"demo-xgrammar": "0.1.33"}  # a later release beside the pinned one, for a version bump
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,9 @@ def _package_index(root: Path, www: Path) -> None:
     files.mkdir(parents=True)
     proc.run(["python3", "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
               "--dest", str(files), *TOOLS], timeout=600)  # fmt: skip
-    for name, (version, requires) in PACKAGES.items():
+    releases = [(name, version, requires) for name, (version, requires) in PACKAGES.items()]
+    releases += [(name, version, PACKAGES[name][1]) for name, version in NEWER.items()]
+    for name, version, requires in releases:
         module = name.replace("-", "_")
         file, data = make_wheel(name, version, {f"{module}/__init__.py": f'"""{name}."""\n'},
                                 requires=requires)  # fmt: skip

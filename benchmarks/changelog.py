@@ -1,0 +1,383 @@
+"""Benchmark: a realistic change log replayed on the demo, three ways to build, side by side.
+
+The log: a cold build, a no-op, a vLLM bump, an SGLang bump, a verl bump, a Python
+package version, an ENV value, a patch edit, an arch switch (gfx942 -> gfx950), each
+on top of the one before. Three ways to build the same pins:
+
+- graph: `doit -n 2 build:image` on the demo's pins, content keys and stage images;
+- monolith: the graph rendered as one multi-stage Dockerfile (rocmgraph/monolith.py),
+  plain `docker build` and BuildKit's layer cache, from the same pre-fetched context;
+- linear: one FROM, every step after the one before, in verl's order
+  (rocmgraph/linear.py): the shape verl ships, with BuildKit's layer cache.
+
+Each way starts from an empty BuildKit cache and no images of its own. For each change
+it prints the seconds, what was rebuilt (stages for the graph and the monolith, steps
+for the linear recipe) and the final image's size. Then the bytes the gfx942 and gfx950
+images share (layers below the first that differs), and the build-hours the same log
+would cost on the real image (pins.toml), modelled from docker/durations.toml.
+
+    python3 benchmarks/changelog.py [--json rows.json] [--only graph,monolith,linear]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import stages
+from rocmgraph import estimate, linear, monolith, pinsedit
+from rocmgraph.build import pip_secret
+from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
+from rocmgraph.engine import BuildJob
+from rocmgraph.layout import ROOT
+from rocmgraph.outside import Outside
+from rocmgraph.pins import PinPath, Value
+from rocmgraph.recipe import PIP_SECRET
+from rocmgraph.run import Options, Run
+
+NAMESPACE = "verl-bench"
+DOCKER = "/usr/bin/docker"
+WAYS = ("graph", "monolith", "linear")
+PATCH = "docker/patches/sglang/0001-layernorm-in-place-fused-add-rms-norm.patch"
+SCRATCH = ROOT / ".build" / "benchmark"  # the edited patch lives here: pins name repo paths
+EDITED = ".build/benchmark/0001-layernorm-in-place-fused-add-rms-norm.patch"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One entry of the change log: its name, the arch it builds, what it edits."""
+
+    name: str
+    arch: str
+    pins: dict[PinPath, Value]  # pins set before the build
+    edit_patch: bool = False
+
+
+def change_log(commits: dict[str, list[str]], sglang_patches: list[str]) -> list[Step]:
+    patches = [EDITED if p == PATCH else p for p in sglang_patches]
+    return [
+        Step("cold build", "gfx942", {("sources", "sglang", "patches"): tuple(patches)}),
+        Step("no-op", "gfx942", {}),
+        Step("vLLM bump", "gfx942", {("sources", "vllm", "commit"): commits["vllm"][1]}),
+        Step("SGLang bump", "gfx942", {("sources", "sglang", "commit"): commits["sglang"][1]}),
+        Step("verl bump", "gfx942", {("sources", "verl", "commit"): commits["verl"][1]}),
+        Step("Python package version", "gfx942", {("python", "vllm", "demo-xgrammar"): "0.1.33"}),
+        Step("ENV value", "gfx942", {("env", "NCCL_DEBUG"): "WARN"}),
+        Step("patch edit", "gfx942", {}, edit_patch=True),
+        Step("arch switch", "gfx950", {}),
+    ]
+
+
+def edit_patch(path: Path) -> None:
+    """A reviewer's edit: a comment on a line the patch adds (it still applies)."""
+    text = path.read_text(encoding="utf-8")
+    old = "+            residual = residual.contiguous()\n"
+    assert old in text, f"{PATCH} changed: pick another line to edit"
+    path.write_text(text.replace(old, old[:-1] + "  # the in-place kernel needs it\n", 1))
+
+
+# ------------------------------------------------------------ docker
+
+
+def docker(*args: str) -> str:
+    return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=True).stdout
+
+
+def forget_everything() -> None:
+    """No images of the benchmark, and an empty BuildKit cache: a cold start."""
+    names = docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()
+    ours = [n for n in names if n.split("/")[0].split(":")[0].startswith(NAMESPACE)]
+    if ours:
+        docker("image", "rm", "--force", *ours)
+    docker("builder", "prune", "--all", "--force")
+
+
+def image_bytes(ref: str) -> int:
+    return int(docker("image", "inspect", "--format", "{{.Size}}", ref))
+
+
+def shared_bytes(first: str, second: str) -> int | None:
+    """The bytes of the layers two images share (below the first that differs), read from
+    the engine's layer store (this machine's engine, as root); None if it cannot be read."""
+    layers = [
+        json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", ref))
+        for ref in (first, second)
+    ]
+    info = docker("info", "--format", "{{.DockerRootDir}} {{.Driver}}").split()
+    store = Path(info[0]) / "image" / info[1] / "layerdb" / "sha256"
+    total, chain = 0, ""
+    for mine, theirs in zip(*layers, strict=False):
+        if mine != theirs:
+            break
+        chain = mine if not chain else "sha256:" + _sha256(f"{chain} {mine}")
+        try:
+            total += int((store / chain.split(":", 1)[1] / "size").read_text())
+        except OSError:
+            return None
+    return total
+
+
+def _sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ------------------------------------------------------------ three ways to build
+
+
+def clean_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user's shell: bytecode is cached
+    return env
+
+
+def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
+    started = time.monotonic()
+    # -n 2: independent stages build at once, as BuildKit runs a monolith's stages
+    result = subprocess.run(
+        [sys.executable, "-m", "doit", "-n", "2", "build:image", "network=host",
+         f"pins={pins}", f"arch={arch}"],
+        cwd=ROOT, capture_output=True, text=True, check=False, env=clean_env(),
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    if result.returncode != 0:
+        raise SystemExit(result.stdout[-3000:] + result.stderr)
+    built = set(re.findall(r"^\.  build:(\w+)$", result.stdout, re.MULTILINE)) - {"image"}
+    return elapsed, len(built), f"{NAMESPACE}:{arch}"
+
+
+def file_build(way: str, pins: Path, arch: str, work: Path) -> tuple[float, int, str]:
+    """The monolith or the linear recipe, built by plain BuildKit from one context."""
+    started = time.monotonic()
+    run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
+    outside = Outside(logs=work / "logs", network="host")
+    context = monolith.prepare(run, outside.engine, outside, work / "context")
+    if way == "linear":
+        (context / "Dockerfile").write_text(linear.dockerfile(run), encoding="utf-8")
+    ref = f"{NAMESPACE}-{way}:{arch}"
+    with (work / f"{way}.out").open("w") as out, pip_secret(run.pins.python.index) as conf:
+        engine = outside.docker
+        engine.out = out
+        engine.build(BuildJob(stage=way, ref=ref, context=context, secrets={PIP_SECRET: conf}))
+    elapsed = time.monotonic() - started
+    log = (work / "logs" / f"{way}.log").read_text()
+    counted = executed_steps(log) if way == "linear" else executed_stages(log)
+    return elapsed, counted, ref
+
+
+def _steps(log: str) -> tuple[dict[str, str], set[str]]:
+    """Each step of a plain-progress BuildKit log (id -> stage), and those that ran."""
+    stage_of: dict[str, str] = {}
+    cached: set[str] = set()
+    done: set[str] = set()
+    for line in log.splitlines():
+        if match := re.match(r"#(\d+) \[(\w+)\s+\d+/\d+\] (\w+)", line):
+            if match.group(3) != "FROM":  # resolving a base is no build
+                stage_of[match.group(1)] = match.group(2)
+        elif match := re.match(r"#(\d+) CACHED", line):
+            cached.add(match.group(1))
+        elif match := re.match(r"#(\d+) DONE", line):
+            done.add(match.group(1))
+    return stage_of, done - cached
+
+
+def executed_stages(log: str) -> int:
+    stage_of, ran = _steps(log)
+    return len({stage_of[step] for step in ran if step in stage_of})
+
+
+def executed_steps(log: str) -> int:
+    stage_of, ran = _steps(log)
+    return len([step for step in ran if step in stage_of])
+
+
+# ------------------------------------------------------------ the real image, modelled
+
+
+def modelled_minutes(log: list[Step]) -> dict[str, list[float]]:
+    """Minutes each change costs the real image (pins.toml), per way: the graph rebuilds the
+    stages whose key changes (the monolith's BuildKit cache, the same stages); the linear
+    recipe every stage from the first that changes, in verl's order. A stage's minutes are
+    its reference figure; the base provides some (they verify: 0) and some have no figure (0,
+    named in the README)."""
+    references = estimate.load_references()
+    graph = stages.graph()
+    with tempfile.TemporaryDirectory() as scratch:
+        pins = Path(scratch) / "pins.toml"
+        pins.write_text((ROOT / "pins.toml").read_text())
+        patch = Path(scratch) / "edited.patch"
+        shutil.copy(ROOT / PATCH, patch)
+        before: dict[str, str] = {}
+        rows: dict[str, list[float]] = {"graph": [], "linear": []}
+        for step in log:
+            real = _real_pins_edit(step, pins)
+            if real:
+                pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in real.items()])
+            run = Run(Options(pins=str(pins), arch=step.arch), graph)
+            keys = {name: key.key for name, key in run.keys.items()}
+            if step.edit_patch:  # the patch's content is part of sglang's key: mark it
+                keys["sglang"] += "-edited"
+                keys.update({d: keys[d] + "-edited" for d in run.graph.descendants("sglang")})
+            changed = {name for name in keys if before.get(name) != keys[name]}
+            if step.name == "cold build":
+                changed = set(keys)
+            # What the base provides only verifies: its figure is no cost here.
+            figures = {
+                n: r.seconds / 60 for n, r in references.items() if n not in run.pins.base.provides
+            }
+            order = [n for n in linear.ORDER if n in keys]
+            first = next((i for i, n in enumerate(order) if n in changed), len(order))
+            rows["graph"].append(sum(figures.get(n, 0.0) for n in changed))
+            rows["linear"].append(sum(figures.get(n, 0.0) for n in order[first:]))
+            before = keys
+    return rows
+
+
+def _real_pins_edit(step: Step, pins: Path) -> dict[PinPath, Value]:
+    """The same change, on the real pins: another commit, another version, another value."""
+    other = "0123456789abcdef0123456789abcdef01234567"
+    found: dict[PinPath, Value] = {}
+    for path in step.pins:
+        if path[-1] == "commit":
+            found[path] = other
+        elif path[:2] == ("python", "vllm"):
+            found[("python", "vllm", "xgrammar")] = "0.1.33"
+        elif path[0] == "env":
+            found[path] = "WARN"
+    return found
+
+
+# ------------------------------------------------------------ the run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the rows to this file")
+    parser.add_argument("--only", default=",".join(WAYS), help="ways to build, comma-separated")
+    args = parser.parse_args()
+    ways = [way for way in args.only.split(",") if way]
+    prepared = subprocess.run(
+        [sys.executable, "-m", "doit", "demo", "profile=demo"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if prepared.returncode != 0:
+        raise SystemExit(prepared.stdout + prepared.stderr)
+    built = json.loads((DEMO_ROOT / "fixtures" / "built.json").read_text())
+    template = pins_path("demo").read_text()
+    demo_run = Run(Options(pins=str(pins_path("demo"))), stages.graph())
+    log = change_log(built["commits"], list(demo_run.pins.sources["sglang"].patches))
+    results: dict[str, list[dict[str, float | int]]] = {}
+    shared: dict[str, int | None] = {}
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    for way in ways:
+        results[way], shared[way] = replay(way, log, template)
+    modelled = modelled_minutes(log)
+    report(log, ways, results, shared, modelled)
+    if args.json:
+        document = {
+            "rows": [
+                {"change": step.name, **{way: results[way][i] for way in ways}}
+                for i, step in enumerate(log)
+            ],
+            "shared_arch_bytes": shared,
+            "modelled_minutes": {
+                way: dict(zip((s.name for s in log), minutes, strict=True))
+                for way, minutes in modelled.items()
+            },
+        }
+        args.json.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def replay(
+    way: str, log: list[Step], template: str
+) -> tuple[list[dict[str, float | int]], int | None]:
+    """The change log built one way, from a cold start: a row per change, and the bytes the
+    two arch's final images share."""
+    rows: list[dict[str, float | int]] = []
+    finals: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        pins = work / "pins.toml"
+        pins.write_text(template)
+        pinsedit.write(pins, [pinsedit.Change(("image", "name"), "", NAMESPACE)])
+        shutil.copy(ROOT / PATCH, ROOT / EDITED)
+        forget_everything()
+        # One world for the three ways: the demo's upstreams served here, from the start (the
+        # graph's `profile=demo` would start them in every build; that is not the graph's cost).
+        demo = Demo(stages.graph())
+        demo.start(Outside(logs=work / "logs", network="host"))
+        try:
+            for step in log:
+                if step.pins:
+                    pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in step.pins.items()])
+                if step.edit_patch:
+                    edit_patch(ROOT / EDITED)
+                if way == "graph":
+                    seconds, count, ref = graph_build(pins, step.arch)
+                else:
+                    seconds, count, ref = file_build(way, pins, step.arch, work)
+                finals[step.arch] = ref
+                rows.append(
+                    {"seconds": round(seconds, 1), "stages": count, "image_bytes": image_bytes(ref)}
+                )
+                print(f"{way}: {step.name}: {seconds:.1f} s, {count}", file=sys.stderr)
+            return rows, shared_bytes(finals["gfx942"], finals["gfx950"])
+        finally:
+            demo.stop()
+            (ROOT / EDITED).unlink(missing_ok=True)
+
+
+def report(
+    log: list[Step],
+    ways: list[str],
+    results: dict[str, list[dict[str, float | int]]],
+    shared: dict[str, int | None],
+    modelled: dict[str, list[float]],
+) -> None:
+    head = " | ".join(f"{way}: time | {'steps' if way == 'linear' else 'stages'}" for way in ways)
+    print(f"| change | {head} |")
+    print("| --- |" + " ---: | ---: |" * len(ways))
+    for i, step in enumerate(log):
+        cells = " | ".join(
+            f"{results[way][i]['seconds']:.1f} s | {results[way][i]['stages']}" for way in ways
+        )
+        print(f"| {step.name} | {cells} |")
+    totals = " | ".join(
+        f"**{sum(float(r['seconds']) for r in results[way][2:]):.1f} s** | "
+        f"{sum(int(r['stages']) for r in results[way][2:])}"
+        for way in ways
+    )
+    print(f"| the log after the cold build | {totals} |")
+    print()
+    print("| | " + " | ".join(ways) + " |")
+    print("| --- |" + " ---: |" * len(ways))
+    sizes = " | ".join(f"{results[way][-1]['image_bytes'] / 1e6:.0f} MB" for way in ways)
+    print(f"| final image | {sizes} |")
+    both = " | ".join(
+        "n/a" if shared.get(way) is None else f"{(shared[way] or 0) / 1e6:.0f} MB" for way in ways
+    )
+    print(f"| bytes the gfx942 and gfx950 images share | {both} |")
+    print()
+    print("| change (real image, modelled) | graph and monolith | linear |")
+    print("| --- | ---: | ---: |")
+    for i, step in enumerate(log):
+        graph, line = modelled["graph"][i], modelled["linear"][i]
+        print(f"| {step.name} | {graph / 60:.1f} h | {line / 60:.1f} h |")
+    after = [sum(modelled[way][2:]) / 60 for way in ("graph", "linear")]
+    ratio = f"{after[1] / after[0]:.1f}x" if after[0] else "n/a"
+    print(f"| the log after the cold build | **{after[0]:.1f} h** | **{after[1]:.1f} h** "
+          f"({ratio}) |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -224,7 +224,7 @@ class Prune:
 @dataclass(frozen=True, kw_only=True)
 class Cleanup:
     """What the final image must not keep (build leftovers of the base): removed before the
-    image is flattened, so the bytes really go."""
+    slim stage squashes, so the bytes really go, and again at the end of assemble."""
 
     paths: tuple[str, ...] = _kind(kinds.PATH_GLOB, default=())
 

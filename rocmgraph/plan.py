@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from rocmgraph import estimate, records
 from rocmgraph.engine import Engine
-from rocmgraph.errors import EngineError
+from rocmgraph.errors import EngineError, Unchecked
 from rocmgraph.explain import changes
 from rocmgraph.keys import depends_on_arch
 from rocmgraph.pins import Missing, format_path, is_under
@@ -104,6 +104,13 @@ def make_plan(
     return Plan(tuple(plans), problem, estimate.total(costs, parents, builders))
 
 
+def verdict(plan: Plan) -> None:
+    """Exit 2 when no engine could say what is built: the keys are right, the statuses not
+    known (for scripts that read format=json, as for people)."""
+    if plan.engine:
+        raise Unchecked(f"built status unknown: {plan.engine}")
+
+
 def as_json(run: Run, plan: Plan) -> str:
     document = {
         "arch": list(run.archs),
@@ -154,7 +161,10 @@ def as_text(run: Run, plan: Plan) -> str:
         lines += [f"{pad}missing: {m}" for m in stage.missing]
     built = sum(stage.status is Status.BUILT for stage in plan.stages)
     total = len(plan.stages)
-    lines.append(f"{total} stages: {built} built, {total - built} to build")
+    if plan.engine:
+        lines.append(f"{total} stages: built status unknown (the engine is not reachable)")
+    else:
+        lines.append(f"{total} stages: {built} built, {total - built} to build")
     if plan.total.stages:
         lines.append(plan.total.text())
     if plan.total.reference:

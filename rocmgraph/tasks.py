@@ -15,9 +15,13 @@ commands reach (made here, passed down), and the demo profiles it serves.
 from __future__ import annotations
 
 import dataclasses
+import dbm
+import json
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,36 @@ DOIT_CONFIG: dict[str, Any] = {
     "verbosity": 2,  # stream build logs as they come
     "subtasks": True,  # `doit list` shows build:<stage> and dockerfile:<stage> too
 }
+
+DOIT_DB = ".doit.db"  # doit's default dep_file, beside dodo.py (doit's cwd)
+
+
+def usable_doit_db(path: Path) -> None:
+    """doit's record of which tasks ran is a cache: the image tags are the truth. One that
+    cannot be read (a crash, a full disk, a hand) would stop every command with doit's
+    traceback; it is set aside with one warning instead, and the run goes on."""
+    try:
+        if not any(path.parent.glob(f"{path.name}*")):
+            return  # none yet
+        if not dbm.whichdb(str(path)):  # None or "": files there, but none dbm can read
+            raise ValueError("no database dbm knows")
+        with dbm.open(str(path), "r") as db:
+            for key in db.keys():  # noqa: SIM118 (dbm.gnu objects do not iterate)
+                json.loads(db[key])
+    except Exception:  # anything: dbm.dumb parses its index with literal_eval
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        moved = []
+        for part in sorted(path.parent.glob(f"{path.name}*")):
+            if ".broken-" not in part.name:
+                part.rename(part.with_name(f"{part.name}.broken-{stamp}"))
+                moved.append(part.name)
+        print(
+            f"warning: {path} cannot be read; set aside as "
+            f"{', '.join(f'{name}.broken-{stamp}' for name in moved)}; which tasks ran is "
+            "forgotten, what is built is not (the image tags say)",
+            file=sys.stderr,
+        )
+
 
 FORMATS = ("text", "json")
 PROFILES = ("", *demo_profile.PROFILES)  # "": the pins file's own (pins.toml by default)
@@ -215,8 +249,9 @@ def _read_dockerfile(name: str) -> str:
 class Tasks:
     """The tasks of one invocation over ``graph``, and what they share."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, doit_db: Path = Path(DOIT_DB)) -> None:
         self.graph = graph
+        usable_doit_db(doit_db)  # before doit opens it
         # Every key renders every recipe: compiled once here, not once per invocation.
         recipe.keep_compiled(default_cache() / "templates")
         self._runs: dict[Options, Run] = {}
@@ -261,6 +296,7 @@ class Tasks:
             references = {} if options.profile else estimate.load_references()
             made = plan.make_plan(run, self.outside(options).engine, references, builders)
             print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
+            plan.verdict(made)
 
         return _report(
             "show every stage: key, arch-dependent, built or not, why it would build, and what "

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,13 +56,22 @@ def test_no_working_docker_client_is_one_line(tmp_path: Path) -> None:
 
 def test_the_plan_still_shows_keys_without_an_engine(tmp_path: Path) -> None:
     result = run_doit("plan", env={"VERL_GRAPH_DOCKER": str(tmp_path / "docker")})
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # the keys are right, the statuses unknown
+    problem = (
+        f"no docker client can build with BuildKit: {tmp_path / 'docker'}: "
+        "not a working docker client"
+    )
+    assert result.stderr == f"error: built status unknown: {problem}\n"
     lines = result.stdout.splitlines()
     assert lines[1] == (
         f"engine: no docker client can build with BuildKit: {tmp_path / 'docker'}: "
         "not a working docker client"
     )
     assert "unknown    -                  unknown: no engine to ask" in lines[3]
+    assert lines[-1] == "14 stages: built status unknown (the engine is not reachable)"
+    as_json = run_doit("plan", "format=json", env={"VERL_GRAPH_DOCKER": str(tmp_path / "d")})
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout)["engine"].startswith("no docker client can build")
 
 
 def test_build_runs_parents_first() -> None:
@@ -199,3 +213,30 @@ def test_a_wrong_command_stops_before_any_task_is_looked_at(
     result = run_doit(*args, env={"VERL_GRAPH_DOCKER": str(tmp_path / "docker")})
     message = BAD_VARIABLES[case][1]
     assert (result.returncode, result.stdout, result.stderr) == (3, "", f"error: {message}\n")
+
+
+def test_a_garbage_doit_db_is_set_aside_with_one_warning(tmp_path: Path) -> None:
+    # doit runs in tmp_path (-d), where its .doit.db is garbage: dbm.dumb's index unreadable.
+    (tmp_path / ".doit.db.dir").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / ".doit.db.dat").write_bytes(b"")
+    result = subprocess.run(
+        [sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), "-d", str(tmp_path), "list"],
+        capture_output=True, text=True, check=False, env={**os.environ, "CI": ""},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "build" in result.stdout.split()
+    stamp = re.search(r"broken-(\d{8}-\d{6})", result.stderr)
+    assert stamp is not None, result.stderr
+    assert result.stderr == (
+        f"warning: .doit.db cannot be read; set aside as "
+        f".doit.db.dat.broken-{stamp[1]}, .doit.db.dir.broken-{stamp[1]}; which tasks ran is "
+        "forgotten, what is built is not (the image tags say)\n"
+    )
+    assert sorted(p.name for p in tmp_path.glob(".doit.db*.broken-*")) == [
+        f".doit.db.dat.broken-{stamp[1]}", f".doit.db.dir.broken-{stamp[1]}",
+    ]  # fmt: skip
+    again = subprocess.run(
+        [sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), "-d", str(tmp_path), "list"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (again.returncode, again.stderr) == (0, "")

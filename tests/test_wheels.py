@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,28 @@ def test_an_unlocked_download_is_kept_under_the_hash_it_has(tmp_path: Path) -> N
         server.routes["/w.whl"] = Route(BODY)
         stored = Store(tmp_path, quick()).fetch(f"{server.url}/w.whl", "w.whl", "", "wheel")
     assert stored == Store(tmp_path).fetch("unused", "w.whl", SHA, "wheel")
+
+
+def test_a_stored_file_that_changed_is_fetched_again_with_one_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with LoopbackServer() as server:
+        route = server.routes["/t/w.whl"] = Route(BODY)
+        url = f"{server.url}/t/w.whl"
+        stored = Store(tmp_path, quick()).fetch(url, "w.whl", SHA, "wheel torch")
+        # Touched but the same bytes (a copy, a restore): hashed again, trusted, not fetched.
+        os.utime(stored.path, ns=(1, 1))
+        assert Store(tmp_path, quick()).fetch(url, "w.whl", SHA, "wheel torch") == stored
+        assert route.hits == 1
+        assert capsys.readouterr().err == ""
+        # Changed in place (a hand, a disk): hashed, found wrong, fetched again.
+        with stored.path.open("r+b") as data:
+            data.write(b"X")
+        changed = hashlib.sha256(b"X" + BODY[1:]).hexdigest()
+        assert Store(tmp_path, quick()).fetch(url, "w.whl", SHA, "wheel torch") == stored
+        assert route.hits == 2
+        assert stored.path.read_bytes() == BODY
+    assert capsys.readouterr().err == (
+        f"warning: {stored.path} has sha256 {changed}, not the {SHA} it was stored under; "
+        "fetching it again\n"
+    )

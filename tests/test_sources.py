@@ -131,6 +131,48 @@ def with_submodule(tmp_path: Path, url: str) -> tuple[Path, str]:
     return top, commit(top, {}, "add submodule")
 
 
+@pytest.mark.parametrize(
+    ("damage", "seen"),
+    [
+        (lambda tree: (tree / "setup.py").write_text("# edited\n"), "setup.py"),
+        (lambda tree: (tree / "csrc" / "a.cpp").unlink(), "csrc/a.cpp"),
+        (lambda tree: (tree / "evil.py").write_text("x\n"), "evil.py"),
+    ],
+    ids=["edited", "deleted", "added"],
+)
+def test_a_cached_tree_that_differs_from_its_commit_is_fetched_again(
+    tmp_path: Path,
+    upstream: tuple[Path, str],
+    capsys: pytest.CaptureFixture[str],
+    damage: Callable[[Path], object],
+    seen: str,
+) -> None:
+    repo, first = upstream
+    cache = SourceCache(tmp_path / "cache")
+    tree = cache.tree("vllm", source(first, f"file://{repo}"))
+    damage(tree)
+    assert cache.tree("vllm", source(first, f"file://{repo}")) == tree
+    assert (tree / "setup.py").read_text() == "# v1\n"
+    assert (tree / "csrc" / "a.cpp").is_file()
+    assert not (tree / "evil.py").exists()
+    assert capsys.readouterr().err == (
+        f"warning: the cached tree of source vllm at {first[:12]} ({tree}) differs from its "
+        f"commit ({seen}); fetching it again\n"
+    )
+
+
+def test_a_changed_submodule_is_seen_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    top, pinned = with_submodule(tmp_path, f"file://{tmp_path / 'sub'}")
+    cache = SourceCache(tmp_path / "cache")
+    tree = cache.tree("sglang", source(pinned, f"file://{top}"))
+    (tree / "third_party" / "sub" / "kernel.h").write_text("// edited\n")
+    assert cache.tree("sglang", source(pinned, f"file://{top}")) == tree
+    assert "third_party/sub" in capsys.readouterr().err
+    assert (tree / "third_party" / "sub" / "kernel.h").read_text() != "// edited\n"
+
+
 def test_submodules_come_with_the_tree(tmp_path: Path) -> None:
     top, pinned = with_submodule(tmp_path, f"file://{tmp_path / 'sub'}")
     tree = SourceCache(tmp_path / "cache").tree("sglang", source(pinned, f"file://{top}"))

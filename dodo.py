@@ -19,6 +19,7 @@ from rocmgraph.run import Options
 
 DOIT_CONFIG = tasks.DOIT_CONFIG
 TASKS = tasks.Tasks(stages.graph())
+TASKS.on_interrupt()
 
 
 def _variables() -> tasks.Variables:

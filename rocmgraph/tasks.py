@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import dbm
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from rocmgraph.demo import profile as demo_profile
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
-from rocmgraph.outside import Outside, default_cache
+from rocmgraph.outside import Outside, default_cache, proc
 from rocmgraph.pins import load as load_pins
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
@@ -251,6 +253,9 @@ class Tasks:
 
     def __init__(self, graph: Graph, doit_db: Path = Path(DOIT_DB)) -> None:
         self.graph = graph
+        self._building: set[str] = set()  # stages whose build runs now
+        self._building_lock = threading.Lock()
+        self.interrupted = False
         usable_doit_db(doit_db)  # before doit opens it
         # Every key renders every recipe: compiled once here, not once per invocation.
         recipe.keep_compiled(default_cache() / "templates")
@@ -503,11 +508,44 @@ class Tasks:
 
     def _build(self, options: Options, stage: str) -> None:
         run, outside = self.run(options), self.outside(options)
-        if stage not in run.graph.stages:
+        if stage not in run.graph.stages or self.interrupted:
             return
         started = time.monotonic()
-        if build.build_stage(run, outside.engine, outside, stage):
+        with self._building_lock:
+            self._building.add(stage)
+        try:
+            built = build.build_stage(run, outside.engine, outside, stage)
+        except GraphToolError:
+            if self.interrupted:  # the interrupt stopped it: said already, in one line
+                return
+            raise
+        finally:
+            with self._building_lock:
+                self._building.discard(stage)
+        if built:
             print(f"built {stage} {run.keys[stage].short} in {time.monotonic() - started:.1f} s")
+
+    def on_interrupt(self) -> None:
+        """Ctrl-C (SIGINT) stops the running builds and ends the run with one line and exit
+        130, instead of doit's traceback. Nothing half-built is tagged: docker tags a build
+        only when it succeeds, and a record is written only after its tag. For doit runs
+        only (dodo.py): a handler is the main thread's to set."""
+
+        def interrupted(signum: int, frame: object) -> None:
+            self.interrupted = True
+            with self._building_lock:
+                stages = sorted(self._building)
+            proc.interrupt_all()
+            what = (
+                f"stopped while building {', '.join(stages)}; only a build that finished is tagged"
+                if stages
+                else "nothing was building"
+            )
+            sys.stderr.write(f"interrupted: {what}\n")
+            sys.stderr.flush()
+            raise SystemExit(130)
+
+        signal.signal(signal.SIGINT, interrupted)
 
     def _tag_final(self, options: Options) -> None:
         run = self.run(options)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import io
 import json
 import re
+import signal
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -317,6 +320,56 @@ def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> 
     resumed = e2e.build()
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
     assert built(resumed) == {"causal_conv1d", "assemble", "manifest"}
+
+
+def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2E) -> None:
+    # Every source stage builds again, from steps no earlier run left in BuildKit's cache.
+    e2e.edit(["build", "max_jobs"], 3 + int(time.time()) % 997)
+    before = image_ids()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "doit", "-n", "2", "build:image", f"profile={e2e.profile}",
+         f"pins={e2e.pins}", "arch=gfx942"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # SIGINT to doit alone (a terminal's Ctrl-C reaches its group)
+    )  # fmt: skip
+    assert process.stdout is not None
+    for line in process.stdout:  # a build step of a source stage is running
+        if re.match(r"\[(vllm|sglang|causal_conv1d)\] #\d+ \[", line):
+            process.send_signal(signal.SIGINT)
+            break
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert re.fullmatch(
+        r"interrupted: stopped while building [a-z0-9_, ]+; only a build that finished is "
+        r"tagged\n",
+        err,
+    ), err
+    # A stage whose build finished before the interrupt took effect is tagged, whole (its key
+    # label is its tag); the rest are not.
+    new = {tag: image for tag, image in image_ids().items() if tag not in before}
+    for tag in new:
+        key = labels(f"verl-e2e/{tag}")["org.verl-rocm-graph.key"]
+        assert tag.endswith(f":{key}")
+    assert not [p for p in psutil_like("docker build") if str(e2e.pins.parent) in p]
+    plan = e2e.plan()
+    expected = {name for name, stage in plan.items() if stage["status"] == "not built"}
+    assert {"causal_conv1d", "vllm", "sglang", "assemble", "manifest"} <= expected
+    resumed = e2e.build()
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
+    assert built(resumed) == expected
+
+
+def psutil_like(needle: str) -> list[str]:
+    """The command lines of running processes that contain ``needle``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in text:
+            found.append(text)
+    return found
 
 
 def _commits(demo: Demo, source: str) -> list[str]:

@@ -7,6 +7,7 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -75,6 +76,21 @@ def _end_group(process: subprocess.Popen[str]) -> None:
     process.communicate()
 
 
+# The streamed commands running now (builds): what an interrupt stops (``interrupt_all``).
+_STREAMING: set[subprocess.Popen[str]] = set()
+_STREAMING_LOCK = threading.Lock()
+
+
+def interrupt_all() -> None:
+    """Send SIGINT to every streamed command still running: the docker CLI cancels its build
+    on it (nothing is tagged), and the thread reading its output ends."""
+    with _STREAMING_LOCK:
+        running = list(_STREAMING)
+    for process in running:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGINT)
+
+
 def stream(
     argv: Sequence[str],
     on_line: Callable[[str], None],
@@ -96,9 +112,15 @@ def stream(
     except FileNotFoundError:
         raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
     assert process.stdout is not None
-    with process:
-        for line in process.stdout:
-            on_line(line.rstrip("\n"))
+    with _STREAMING_LOCK:
+        _STREAMING.add(process)
+    try:
+        with process:
+            for line in process.stdout:
+                on_line(line.rstrip("\n"))
+    finally:
+        with _STREAMING_LOCK:
+            _STREAMING.discard(process)
     return process.returncode
 
 

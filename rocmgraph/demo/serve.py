@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
+import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from rocmgraph.errors import EngineError, FetchError
-from rocmgraph.outside import proc
+from rocmgraph.outside import ports, proc
 from rocmgraph.outside.http import Http
 
 
@@ -27,9 +29,10 @@ class Files:
         try:
             self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
         except OSError as exc:
+            holder = ports.listener(port)
             raise EngineError(
                 f"demo: cannot serve on 127.0.0.1:{port} ({exc.strerror}); "
-                "is another demo build running?"
+                + (f"{holder} holds it" if holder else "is another demo build running?")
             ) from None
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -42,10 +45,17 @@ class Files:
 
 
 class Registry:
-    """Debian's docker-registry, storing under ``root``."""
+    """Debian's docker-registry, storing under ``root``.
+
+    It runs as a process of its own, so a run killed with SIGKILL would leave it serving
+    and its port taken. Its pid and its owner's (this process) are kept in
+    ``registry.pid``: the next start stops a registry whose owner is dead, and names the
+    owner when it still runs."""
 
     def __init__(self, root: Path, port: int) -> None:
         root.mkdir(parents=True, exist_ok=True)
+        self.pidfile = root / "registry.pid"
+        self._sweep(port)
         config = root / "config.yml"
         config.write_text(
             "version: 0.1\nlog:\n  level: error\n"
@@ -55,21 +65,43 @@ class Registry:
         )
         self.url = f"http://127.0.0.1:{port}/v2/"
         try:
-            self.process = proc.spawn(
-                ["docker-registry", "serve", str(config)], log=root / "registry.log"
-            )
+            self.log = root / "registry.log"
+            self.process = proc.spawn(["docker-registry", "serve", str(config)], log=self.log)
         except proc.CommandMissing:
             raise EngineError(
                 "demo: docker-registry is not installed (apt-get install docker-registry)"
             ) from None
+        self.pidfile.write_text(f"{self.process.pid} {os.getpid()}\n")
         self._wait(port)
+
+    def _sweep(self, port: int) -> None:
+        """Stop the registry a dead run left serving; refuse to touch a live run's."""
+        try:
+            registry, owner = (int(n) for n in self.pidfile.read_text().split())
+        except (OSError, ValueError):
+            return
+        if owner != os.getpid() and ports.alive(owner):
+            raise EngineError(
+                f"demo: the registry on 127.0.0.1:{port} belongs to a demo build that is still "
+                f"running (pid {owner}: {ports.command_line(owner)}); wait for it to end"
+            )
+        if ports.alive(registry) and "docker-registry" in ports.command_line(registry):
+            os.kill(registry, signal.SIGTERM)
+            for _ in range(100):
+                if not ports.alive(registry):
+                    break
+                time.sleep(0.05)
+        self.pidfile.unlink(missing_ok=True)
 
     def _wait(self, port: int) -> None:
         http = Http(timeout=1, attempts=1)
         for _ in range(200):
             if self.process.poll() is not None:
+                self.pidfile.unlink(missing_ok=True)
+                holder = ports.listener(port)
                 raise EngineError(
-                    f"demo: the registry on 127.0.0.1:{port} did not start (port busy?)"
+                    f"demo: the registry on 127.0.0.1:{port} did not start "
+                    + (f"({holder} holds the port)" if holder else f"(see {self.log})")
                 )
             try:
                 http.get(self.url)
@@ -82,3 +114,4 @@ class Registry:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
+        self.pidfile.unlink(missing_ok=True)

@@ -7,6 +7,7 @@ Any other failure is a bug and is reported by doit as usual, traceback and all.
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -29,8 +30,27 @@ class UserUsage(TaskError):  # type: ignore[misc]
     """The command is wrong: one line, and the run exits with 3 (doit's own usage code)."""
 
 
+# A disk that cannot take what a command writes: said in one line, with the fix.
+DISK_ERRORS = {
+    errno.ENOSPC: "no space is left on its disk",
+    errno.EDQUOT: "its disk quota is used up",
+    errno.EROFS: "its file system is read-only",
+    errno.EACCES: "it may not be written",
+}
+
+
+def disk_error(exc: OSError) -> str:
+    where = exc.filename or "a file"
+    return (
+        f"{where}: {DISK_ERRORS.get(exc.errno or 0, 'it cannot be written')} ({exc.strerror}); "
+        "free space or make it writable, "
+        "or set $VERL_GRAPH_CACHE to a folder on another disk"
+    )
+
+
 def guarded(function: Callable[..., object], *args: object) -> Callable[[], object]:
-    """Wrap an action so that a GraphToolError becomes a one-line failure."""
+    """Wrap an action so that a GraphToolError, or a disk that is full or read-only, becomes
+    a one-line failure."""
 
     def action() -> object:
         try:
@@ -41,6 +61,10 @@ def guarded(function: Callable[..., object], *args: object) -> Callable[[], obje
             return UserUsage(str(exc))
         except GraphToolError as exc:
             return UserFailure(str(exc))
+        except OSError as exc:
+            if exc.errno not in DISK_ERRORS:
+                raise
+            return UserFailure(disk_error(exc))
         return None if result is None else result
 
     action.__name__ = getattr(function, "__name__", "action")

@@ -95,6 +95,17 @@ class Origin:
     commit: str
     submodule: str = ""  # the submodule's path in the source's tree, for a submodule
 
+    def failed(self, exc: CommandFailed, verb: str = "fetch") -> FetchError:
+        """Why git could not fetch: the disk (said so, with its fix), else the network."""
+        for needle, what in _DISK:
+            if needle in exc.stderr:
+                return FetchError(
+                    f"source {self.source}: cannot {verb} {self.url}: the cache's disk is "
+                    f"{what} ({needle}); free space there, or set $VERL_GRAPH_CACHE to a "
+                    "folder on another disk"
+                )
+        return self.unreachable(git_reason(exc), verb)
+
     def unreachable(self, reason: str, verb: str = "fetch") -> FetchError:
         if self.submodule:
             return FetchError(
@@ -231,7 +242,7 @@ class SourceCache:
             git("fetch", "--quiet", origin.url, "+refs/heads/*:refs/remotes/origin/*",
                 "+refs/tags/*:refs/tags/*", cwd=work, timeout=self.timeout)  # fmt: skip
         except CommandFailed as exc:
-            raise origin.unreachable(git_reason(exc)) from None
+            raise origin.failed(exc) from None
 
     def ls_remote(self, name: str, source: GitSource) -> dict[str, str]:
         """Upstream's refs (``refs/heads/main`` -> commit); a tag maps to the commit it tags."""
@@ -239,7 +250,7 @@ class SourceCache:
         try:
             out = git("ls-remote", url, timeout=300)
         except CommandFailed as exc:
-            raise Origin(name, url, "").unreachable(git_reason(exc), "list") from None
+            raise Origin(name, url, "").failed(exc, "list") from None
         refs: dict[str, str] = {}
         for line in out.splitlines():
             commit, _, ref = line.partition("\t")
@@ -358,6 +369,11 @@ _REASONS = (  # git's words (which carry timings and ports) -> a stable reason
     (("error: 404", "not found", "does not appear to be a git repository", "does not exist"),
      "no repository there"),
 )  # fmt: skip
+
+
+# git's words for a disk that cannot take the fetch: no network advice helps there.
+_DISK = (("No space left on device", "full"), ("Read-only file system", "read-only"),
+         ("Disk quota exceeded", "over quota"))  # fmt: skip
 
 
 def git_reason(exc: CommandFailed) -> str:

@@ -165,7 +165,8 @@ def file_build(way: str, pins: Path, arch: str, work: Path) -> tuple[float, int,
     if way == "linear":
         (context / "Dockerfile").write_text(linear.dockerfile(run), encoding="utf-8")
     ref = f"{NAMESPACE}-{way}:{arch}"
-    with (work / f"{way}.out").open("w") as out, pip_secret(run.pins.python.index) as conf:
+    secrets = pip_secret(run.pins.python.index, work / "secrets")
+    with (work / f"{way}.out").open("w") as out, secrets as conf:
         engine = outside.docker
         engine.out = out
         engine.build(BuildJob(stage=way, ref=ref, context=context, secrets={PIP_SECRET: conf}))

@@ -6,6 +6,7 @@ may well use several)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from rocmgraph import records
 from rocmgraph.engine import BuildJob, Engine
-from rocmgraph.outside import Outside, credentials
+from rocmgraph.outside import Outside, credentials, ports
 from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
@@ -51,7 +52,7 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     context_dir = context.prepare(run, engine, outside, name, scratch)
     started = time.time()
     index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
-    with pip_secret(index) as pip_conf:
+    with pip_secret(index, run.state_dir / "secrets") as pip_conf:
         job = BuildJob(
             stage=name,
             ref=run.ref(name),
@@ -73,14 +74,29 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def pip_secret(index: str) -> Iterator[Path]:
-    """pip's configuration (``index``, its login included), in a private file outside the
-    build context, for this build only."""
-    with tempfile.TemporaryDirectory(prefix="pip-") as scratch:
+def pip_secret(index: str, folder: Path) -> Iterator[Path]:
+    """pip's configuration (``index``, its login included), in a private file under
+    ``folder`` (outside any build context), for this build only. A run killed before it
+    could remove its file leaves it behind: each new one first removes those of runs that
+    are gone (by the pid in the folder's name), never a live run's."""
+    sweep_secrets(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{os.getpid()}-", dir=folder) as scratch:
         path = Path(scratch) / "pip.conf"
+        path.touch(mode=0o600)  # private before the index (and a login) is written to it
         path.write_text(f"[global]\nindex-url = {index}\n")
-        path.chmod(0o600)
         yield path
+
+
+def sweep_secrets(folder: Path) -> list[Path]:
+    """Remove what runs that are gone left in ``folder``; what was removed."""
+    gone = []
+    for leftover in sorted(folder.glob("*-*")) if folder.is_dir() else []:
+        pid = leftover.name.split("-", 1)[0]
+        if pid.isdigit() and not ports.alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+            gone.append(leftover)
+    return gone
 
 
 def labels(run: Run, name: str) -> dict[str, str]:

@@ -1,0 +1,42 @@
+"""pip's configuration (the index, a login perhaps) lives in a private file the tool removes,
+and a run killed before it could remove its own has it removed by the next one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rocmgraph.build import pip_secret
+
+INDEX = "https://user:s3cret@pypi.example.invalid/simple"
+
+
+def dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def test_the_file_is_private_and_gone_after_the_build(tmp_path: Path) -> None:
+    folder = tmp_path / "secrets"
+    with pip_secret(INDEX, folder) as path:
+        assert path.read_text() == f"[global]\nindex-url = {INDEX}\n"
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert path.parent.name.startswith(f"{os.getpid()}-")
+        assert path.is_relative_to(folder)
+    assert list(folder.iterdir()) == []
+
+
+def test_a_dead_runs_file_is_swept_and_a_live_runs_kept(tmp_path: Path) -> None:
+    folder = tmp_path / "secrets"
+    dead = folder / f"{dead_pid()}-abc"
+    live = folder / f"{os.getppid()}-def"  # pytest's parent: alive while this runs
+    for leftover in (dead, live):
+        leftover.mkdir(parents=True)
+        (leftover / "pip.conf").write_text(f"[global]\nindex-url = {INDEX}\n")
+    with pip_secret(INDEX, folder):
+        assert not dead.exists()
+        assert (live / "pip.conf").is_file()
+    assert sorted(p.name for p in folder.iterdir()) == [live.name]

@@ -22,6 +22,7 @@ would cost on the real image (pins.toml), modelled from docker/durations.toml.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -118,18 +119,16 @@ def shared_bytes(first: str, second: str) -> int | None:
     for mine, theirs in zip(*layers, strict=False):
         if mine != theirs:
             break
-        chain = mine if not chain else "sha256:" + _sha256(f"{chain} {mine}")
+        chain = (
+            mine
+            if not chain
+            else "sha256:" + hashlib.sha256(f"{chain} {mine}".encode()).hexdigest()
+        )
         try:
             total += int((store / chain.split(":", 1)[1] / "size").read_text())
         except OSError:
             return None
     return total
-
-
-def _sha256(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ------------------------------------------------------------ three ways to build

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -45,3 +46,12 @@ def build_dir(final: Path, scratch: Path, fill: Callable[[Path], None]) -> Path:
         return final
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, read in chunks (a torch wheel is GBs)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        while chunk := data.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rocmgraph.demo import primus, rocmfiles, upstreams
 from rocmgraph.demo.wheelfile import make_wheel
+from rocmgraph.fsutil import sha256_file
 from rocmgraph.layout import ROOT
 from rocmgraph.outside import proc
 from rocmgraph.outside.git import git
@@ -178,14 +179,10 @@ def _package_index(root: Path, www: Path) -> None:
         page = www / "simple" / project / "index.html"
         page.parent.mkdir(parents=True)
         links = [
-            f'<a href="../../packages/{w.name}#sha256={_sha256(w)}">{w.name}</a><br>'
+            f'<a href="../../packages/{w.name}#sha256={sha256_file(w)}">{w.name}</a><br>'
             for w in wheels
         ]
         page.write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # ---------------------------------------------------------------- apt

@@ -15,7 +15,6 @@ seconds, so only a changed file pays it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmgraph.errors import HashMismatch
+from rocmgraph.fsutil import sha256_file
 from rocmgraph.outside.http import Http
 
 
@@ -78,7 +78,7 @@ class Store:
         A file that lost its hash is removed (the caller fetches it again), with a warning."""
         if _read_stamp(path) == _stamp(path):
             return True
-        actual = _sha256(path)
+        actual = sha256_file(path)
         if actual == sha256:
             _write_stamp(path)
             return True
@@ -111,11 +111,3 @@ def _read_stamp(path: Path) -> str | None:
 def _write_stamp(path: Path) -> None:
     with contextlib.suppress(OSError):  # without a stamp, the next use hashes again
         _stamp_path(path).write_text(_stamp(path), encoding="utf-8")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as data:
-        while chunk := data.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -8,6 +8,7 @@ import shlex
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -76,19 +77,35 @@ def _end_group(process: subprocess.Popen[str]) -> None:
     process.communicate()
 
 
+class Interrupted(GraphToolError):
+    """A streamed command was not started: the run is being interrupted."""
+
+
 # The streamed commands running now (builds): what an interrupt stops (``interrupt_all``).
+# Once interrupted, no streamed command starts: a build thread between its check and its
+# ``docker build`` would otherwise start a build that outlives the run.
 _STREAMING: set[subprocess.Popen[str]] = set()
 _STREAMING_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()
 
 
-def interrupt_all() -> None:
-    """Send SIGINT to every streamed command still running: the docker CLI cancels its build
-    on it (nothing is tagged), and the thread reading its output ends."""
+def interrupt_all(grace: float = 20.0) -> None:
+    """Send SIGINT to every streamed command still running (the docker CLI cancels its build
+    on it, nothing is tagged) and wait for each to end, killing one still running after
+    ``grace`` seconds; start no streamed command from now on."""
     with _STREAMING_LOCK:
+        _INTERRUPTED.set()
         running = list(_STREAMING)
     for process in running:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for process in running:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def stream(
@@ -99,21 +116,23 @@ def stream(
     env: Mapping[str, str] | None = None,
 ) -> int:
     """Run ``argv`` with stdout and stderr merged, handing each line over as it comes."""
-    try:
-        process = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-    except FileNotFoundError:
-        raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
-    assert process.stdout is not None
-    with _STREAMING_LOCK:
+    with _STREAMING_LOCK:  # started and registered at once: an interrupt sees it or prevents it
+        if _INTERRUPTED.is_set():
+            raise Interrupted(f"`{shlex.join(argv)}` was not started: the run is interrupted")
+        try:
+            process = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+        except FileNotFoundError:
+            raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
         _STREAMING.add(process)
+    assert process.stdout is not None
     try:
         with process:
             for line in process.stdout:

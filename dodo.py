@@ -40,6 +40,7 @@ def _options(variables: tasks.Variables) -> Options:
             network=variables.text("network"),
             profile=variables.text("profile"),
             commit_tag=variables.text("commit_tag", "DEV"),
+            wait=tasks.seconds("wait", variables.text("wait")),
         )
     )
 

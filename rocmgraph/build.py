@@ -39,17 +39,34 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     through ``outside``); True when it built."""
     # Imported here, not above: what only a build needs (fetching, patching, locking: a
     # third of the import time) is not paid by a run that finds everything built.
-    from rocmgraph import context
+    from rocmgraph import statelock
     from rocmgraph.lock import check_locked
 
     if run.options.locked:
         check_locked(run.pins)
     if is_built(run, engine, name):
         return False
+    key = run.keys[name]
+    # One build of a stage key at a time, among all runs that share this state directory
+    # (its context folder is named by the key): a second run waits, then finds it built.
+    lock = run.state_dir / "locks" / f"{name}-{key.short}"
+    doing = f"builds {name} {key.short}"
+    with statelock.held(lock, statelock.Holder.me(",".join(run.archs), doing), run.options.wait):
+        engine.refresh()  # another run may have built it since this one looked
+        if is_built(run, engine, name):
+            return False
+        _build(run, engine, outside, name)
+    return True
+
+
+def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
+    from rocmgraph import context
+
     stage = run.graph[name]
     key = run.keys[name]
     scratch = run.state_dir / "contexts" / f"{name}-{key.short}"
     context_dir = context.prepare(run, engine, outside, name, scratch)
+    records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
     started = time.time()
     index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
     with pip_secret(index, run.state_dir / "secrets") as pip_conf:
@@ -70,7 +87,6 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
         engine.build(job)
     records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
-    return True
 
 
 @contextlib.contextmanager

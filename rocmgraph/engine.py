@@ -40,6 +40,9 @@ class Engine(Protocol):
 
     def tag(self, ref: str, alias: str) -> None: ...
 
+    def refresh(self) -> None:
+        """Forget what is known of the engine's images: another run may have built some."""
+
 
 class Deferred:
     """An engine connected when first asked something: `doit plan` still shows every key
@@ -63,3 +66,6 @@ class Deferred:
 
     def tag(self, ref: str, alias: str) -> None:
         self._engine.tag(ref, alias)
+
+    def refresh(self) -> None:
+        self._engine.refresh()

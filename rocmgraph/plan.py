@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
 from rocmgraph import estimate, records
 from rocmgraph.engine import Engine
@@ -67,12 +68,16 @@ def make_plan(
         name: ref for name, ref in (references or {}).items() if name not in run.pins.base.provides
     }
     problem = engine_problem(engine)
+
+    def tagged(stage: str, key: str) -> bool:
+        return not problem and engine.image_exists(run.ref(stage, key))
+
     for stage in run.graph:
         key = run.keys[stage.name]
         ref = run.ref(stage.name)
         built = False if problem else engine.image_exists(ref)
         reasons: list[str] = []
-        record = records.load(run.records_dir, stage.name)
+        record = records.load(run.records_dir, stage.name, partial(tagged, stage.name))
         if problem:
             reasons = ["unknown: no engine to ask"]
         elif not built:

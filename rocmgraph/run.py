@@ -32,6 +32,7 @@ class Options:
     network: str = ""  # `docker build --network`; "" is the engine's default ($VERL_GRAPH_NETWORK)
     profile: str = ""  # "demo": the offline demo profile serves its upstreams during builds
     commit_tag: str = "DEV"  # the manifest's training_docker_version, as verl's GIT_COMMIT_TAG
+    wait: float | None = None  # seconds to wait for another run's build of a stage; None: no end
 
 
 class Run:
@@ -81,8 +82,9 @@ class Run:
         by side build different images, and explain only their own rebuilds."""
         return self.state_dir / "records" / self.namespace
 
-    def ref(self, stage: str) -> str:
-        return f"{self.namespace}/{stage}:{self.keys[stage].key}"
+    def ref(self, stage: str, key: str = "") -> str:
+        """The image of ``stage`` at ``key`` (default: its key in this run)."""
+        return f"{self.namespace}/{stage}:{key or self.keys[stage].key}"
 
     def friendly_tag(self) -> str:
         return f"{self.pins.image.name}:{'-'.join(self.archs)}"

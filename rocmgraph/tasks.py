@@ -122,6 +122,20 @@ def _count(name: str, value: str) -> None:
         raise VariableError(f"{name}={cut(value)}: not a count; write {name}=1, {name}=2, ...")
 
 
+def seconds(name: str, value: str) -> float | None:
+    """``wait=30`` is 30 seconds, ``wait=0`` none; no value (``wait=``) is no end."""
+    if not value:
+        return None
+    try:
+        found = float(value)
+    except ValueError:
+        found = -1.0
+    if not 0 <= found < float("inf"):
+        raise VariableError(f"{name}={cut(value)}: not a number of seconds; write {name}=0, "
+                            f"{name}=30, ...")  # fmt: skip
+    return found
+
+
 def _any(name: str, value: str) -> None:
     """A value that only an action can check (a path, a commit)."""
 
@@ -151,6 +165,9 @@ VARIABLES: dict[str, Variable] = {
     "dockerfile": Variable("a plain Dockerfile: for audit to check, or compare to set beside"),
     "check": Variable("1 makes render only check that the docs are fresh", flag),
     "commit_tag": Variable("the manifest's training_docker_version (verl's GIT_COMMIT_TAG); DEV"),
+    "wait": Variable(
+        "seconds a build waits for another run's build of the same stage; default no end", seconds
+    ),
 }
 
 
@@ -457,7 +474,7 @@ class Tasks:
         prepared = self.demo(options.profile or "demo")
 
         def start() -> None:
-            prepared.start(self.outside(options))
+            prepared.start(self.outside(options), options.arch, options.wait)
             self.forget(options)  # its pins were just locked: builds read them afresh
 
         return {

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -312,7 +313,7 @@ def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> 
     log = e2e.pins.parent / ".build" / "logs" / "causal_conv1d.log"
     lines = failed.stderr.splitlines()
     assert lines[0] == "error: stage causal_conv1d: docker build failed (exit 1); its last lines:"
-    assert lines[-1] == f"full log: {log}"
+    assert lines[-1] == f"full log: {log.resolve()}"  # the stage key's own log, linked
     assert "no-such-dir" in failed.stderr
     assert built(failed) == {"causal_conv1d"}
     assert image_ids() == before  # nothing tagged: the failed stage left no image
@@ -357,6 +358,45 @@ def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2
     resumed = e2e.build()
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
     assert built(resumed) == expected
+
+
+def test_two_runs_at_once_take_turns_and_both_end_well(e2e: E2E) -> None:
+    e2e.edit(["build", "max_jobs"], 3 + int(time.time()) % 997)  # the source stages build
+    argv = [sys.executable, "-m", "doit", "build:image", f"profile={e2e.profile}",
+            f"pins={e2e.pins}", "arch=gfx942"]  # fmt: skip
+    first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    building, lines = threading.Event(), []
+
+    def read() -> None:  # all of it: a pipe left full would stop the first run
+        assert first.stdout is not None
+        for line in first.stdout:
+            lines.append(line)
+            if line.startswith("[vllm] "):  # it serves the demo and builds
+                building.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert building.wait(120), "".join(lines)
+    holds = (
+        rf"the build started at \d\d:\d\d by pid {first.pid} \(arch gfx942\): it serves the "
+        "demo's upstreams"
+    )
+    refused = e2e.build("gfx950", "wait=0")
+    assert refused.returncode == 1
+    assert re.fullmatch(
+        rf"error: not waiting \(wait=0\) for {holds}; rerun when it ends, or without wait= to "
+        r"wait as long as it takes\n",
+        refused.stderr,
+    ), refused.stderr
+    second = e2e.build()  # waits, then finds every stage built by the first
+    reader.join(300)
+    err = first.communicate(timeout=60)[1]
+    assert first.returncode == 0, "".join(lines)[-3000:] + err
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
+    assert re.search(rf"^waiting for {holds}$", second.stderr, re.MULTILINE), second.stderr
+    assert not re.search(r"^built ", second.stdout, re.MULTILINE), second.stdout
+    assert e2e.build().stdout.count("-- build:") == len(GRAPH.order) + 1  # a no-op now
 
 
 def psutil_like(needle: str) -> list[str]:

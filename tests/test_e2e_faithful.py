@@ -47,7 +47,7 @@ def test_vllm_without_its_version_fails_as_setuptools_scm_does(tmp_path: Path) -
     assert failed.returncode == 1
     lines = failed.stderr.splitlines()
     assert lines[0] == "error: stage vllm: docker build failed (exit 1); its last lines:"
-    assert lines[-1] == f"full log: {broken.log('vllm')}"
+    assert lines[-1] == f"full log: {broken.log('vllm').resolve()}"
     assert "LookupError: setuptools-scm was unable to detect version for /src/vllm." in (
         log_lines(broken.log("vllm"))
     )

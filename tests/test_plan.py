@@ -38,6 +38,9 @@ class SetEngine:
     def tag(self, ref: str, alias: str) -> None:
         self.refs.add(alias)
 
+    def refresh(self) -> None:
+        pass  # nothing is remembered
+
 
 def test_plan_json_lists_every_stage_in_build_order() -> None:
     result = run_doit("plan", "arch=gfx942", "format=json")
@@ -106,6 +109,38 @@ def test_plan_says_which_input_changed_since_the_last_build(
     mi350 = Run(Options(pins=str(before), arch="gfx950"), stages.graph())
     reasons = {p.name: p.reasons for p in make_plan(mi350, engine).stages}
     assert reasons["sglang"] == ("arch: gfx942 -> gfx950",)
+
+
+def test_a_build_killed_after_its_tag_still_explains_the_next_change(
+    write_pins: Callable[..., Path], pins_text: str
+) -> None:
+    path = write_pins(pins_text)
+    engine = SetEngine(set())
+    run = Run(Options(pins=str(path), arch="gfx942"), stages.graph())
+    for stage in run.graph:
+        engine.refs.add(run.ref(stage.name))
+        key = run.keys[stage.name]
+        records.save(run.records_dir, stage.name, key.key, key.inputs, seconds=60)
+    # vllm moves to a new commit; its build tags its image, and the run is killed before
+    # its record is saved: only the record begun before the build is there.
+    path.write_text(edit_toml(pins_text, ["sources", "vllm", "commit"], NEW_COMMIT))
+    moved = Run(Options(pins=str(path), arch="gfx942"), stages.graph())
+    records.begin(moved.records_dir, "vllm", moved.keys["vllm"].key, moved.keys["vllm"].inputs)
+    plans = {p.name: p for p in make_plan(moved, engine).stages}
+    assert plans["vllm"].reasons == (  # not tagged: the begun build is no build
+        "pin [sources.vllm].commit changed: 18d87a87dc39 -> 0123456789ab",
+    )
+    engine.refs.add(moved.ref("vllm"))
+    path.write_text(edit_toml(pins_text, ["sources", "vllm", "commit"], "f" * 40))
+    again = Run(Options(pins=str(path), arch="gfx942"), stages.graph())
+    plans = {p.name: p for p in make_plan(again, engine).stages}
+    assert plans["vllm"].reasons == (  # from the build that was killed, not the one before
+        "pin [sources.vllm].commit changed: 0123456789ab -> ffffffffffff",
+    )
+    assert plans["vllm"].estimate is not None
+    assert plans["vllm"].estimate.source is Source.NONE  # how long it took is not known
+    records.save(moved.records_dir, "vllm", moved.keys["vllm"].key, moved.keys["vllm"].inputs)
+    assert not (moved.records_dir / "vllm.building.json").exists()
 
 
 def test_a_pins_file_is_not_explained_by_the_builds_of_the_one_beside_it(

@@ -84,7 +84,7 @@ def test_build_runs_parents_first() -> None:
 
 KNOWN = (
     "arch, check, commit_tag, dockerfile, dry, force, format, jobs, locked, network, pins, "
-    "profile, to"
+    "profile, to, wait"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "
@@ -126,6 +126,11 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         "arch=',;': names no architecture; write e.g. arch=gfx942",
     ),
     "format": ({"format": "yaml"}, "format=yaml: unknown format; use format=text or format=json"),
+    "wait": ({"wait": "soon"}, "wait=soon: not a number of seconds; write wait=0, wait=30, ..."),
+    "negative wait": (
+        {"wait": "-1"},
+        "wait=-1: not a number of seconds; write wait=0, wait=30, ...",
+    ),
     "profile": (
         {"profile": "dmeo"},
         "profile=dmeo: unknown profile; use profile=demo, profile=demo702 or none",

@@ -16,6 +16,7 @@ a generated copy, .build/demo/<profile>/pins.toml.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -90,6 +91,7 @@ class Demo:
         self.pins = pins_path(profile, root)
         self.fills = self.pins.with_name("locked.json")
         self.servers: list[Files | Registry] = []
+        self._held = contextlib.ExitStack()  # the demo's lock, from start to stop
 
     def sync_pins(self) -> Path:
         """The generated pins: the template, with what `doit lock` found here (no network)."""
@@ -111,8 +113,15 @@ class Demo:
         self.sync_pins()
         return load_pins(path)
 
-    def start(self, outside: Outside) -> None:
-        """Fixtures made, servers up, base image pushed, the generated pins locked."""
+    def start(self, outside: Outside, arch: str = "", wait: float | None = None) -> None:
+        """Fixtures made, servers up, base image pushed, the generated pins locked; held
+        from here to ``stop`` against another run's start (``arch`` and ``wait``: what it
+        is told, and how long this one waits for it)."""
+        from rocmgraph import statelock
+
+        # First of all: another run's builds read the fixtures and use the servers.
+        holder = statelock.Holder.me(arch or "as pinned", "serves the demo's upstreams")
+        self._held.enter_context(statelock.held(self.root / "demo.lock", holder, wait))
         engine = outside.docker
         from rocmgraph.demo.serve import Files, Registry  # servers: only when builds run
 
@@ -120,10 +129,13 @@ class Demo:
         self.servers.append(Files(self.root / "fixtures" / "www", HTTP_PORT))
         self.servers.append(Registry(self.root / "registry", REGISTRY_PORT))
         self.profile.make_base(engine, self.profile.base, self.root)
-        self.fills.unlink(missing_ok=True)
+        # Locked from a copy of the template: the generated pins keep their last locked
+        # values until the new ones are written whole (a kill in between loses nothing).
+        unlocked = self.pins.with_name("unlocked.toml")
+        atomic_write_text(unlocked, self.profile.template.read_text(encoding="utf-8"))
         from rocmgraph import lock  # the network side of locking: only when the demo locks
 
-        result = lock.resolve(Run(Options(pins=str(self.sync_pins())), self.graph), outside)
+        result = lock.resolve(Run(Options(pins=str(unlocked)), self.graph), outside)
         if result.unresolved:
             raise LockError("demo: " + "; ".join(map(str, result.unresolved)))
         atomic_write_text(self.fills, json.dumps([[list(c.path), c.new] for c in result.changes]))
@@ -132,3 +144,4 @@ class Demo:
     def stop(self) -> None:
         while self.servers:
             self.servers.pop().stop()
+        self._held.close()

@@ -196,6 +196,9 @@ class DockerEngine:
     def image_exists(self, ref: str) -> bool:
         return ref in self.tags()
 
+    def refresh(self) -> None:
+        self._tags = None
+
     def image_id(self, ref: str) -> str | None:
         return self.tags().get(ref)
 
@@ -224,8 +227,7 @@ class DockerEngine:
         raise EngineError(f"pushed {ref}, but docker knows no digest for it")
 
     def build(self, job: BuildJob) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"{job.stage}.log"
+        log_path = _log_file(self.log_dir, job)
         if job.config_from:
             self._keep_config(job)
         argv = [*self.client.build_argv(), "--progress=plain", "--tag", job.ref]
@@ -288,3 +290,17 @@ class DockerEngine:
 def _last(stderr: str) -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     return lines[-1] if lines else "no answer"
+
+
+def _log_file(folder: Path, job: BuildJob) -> Path:
+    """The log of ``job``'s build: one file per stage key, so runs that build one stage
+    for two archs at once write apart; ``<stage>.log`` links to the one written last."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key = job.ref.rsplit(":", 1)[-1][:12]
+    path = folder / f"{job.stage}-{key}.log"
+    link = folder / f"{job.stage}.log"
+    fresh = folder / f".{job.stage}.log.{os.getpid()}.{threading.get_ident()}"
+    fresh.unlink(missing_ok=True)
+    fresh.symlink_to(path.name)
+    fresh.replace(link)  # a link that is never missing, only replaced
+    return path

@@ -1,0 +1,156 @@
+"""Locks on shared state, between real processes, and two builds of one stage key at once."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PINS, ROOT
+from test_plan import SetEngine
+
+import stages
+from rocmgraph import build, statelock
+from rocmgraph.engine import BuildJob
+from rocmgraph.outside import Outside
+from rocmgraph.run import Options, Run
+
+VLLM = "it builds vllm 1a2b3c4d5e6f"
+HOLDS = """
+import sys, time
+from pathlib import Path
+from rocmgraph import statelock
+with statelock.held(Path(sys.argv[1]), statelock.Holder.me("gfx942", "builds vllm 1a2b3c4d5e6f")):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+WHO = r"the build started at \d\d:\d\d by pid {pid} \(arch gfx942\): " + re.escape(VLLM)
+
+
+def holder(lock: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another run, holding ``lock`` for ``seconds``; returned once it holds it."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLDS, str(lock), str(seconds)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stdout.readline() == "held\n"
+    return process
+
+
+def me() -> statelock.Holder:
+    return statelock.Holder.me("gfx950", "builds prune 0123456789ab")
+
+
+def test_a_free_lock_is_held_at_once_says_who_holds_it_and_goes_with_its_holder(
+    tmp_path: Path,
+) -> None:
+    lock = tmp_path / "locks" / "prune-0123456789ab"
+    with statelock.held(lock, me()) as waited:
+        assert not waited
+        assert f'"pid": {os.getpid()}' in lock.read_text()
+    assert not lock.exists()  # nothing is left in the folder
+
+
+def test_a_run_told_not_to_wait_names_the_run_that_holds_the_lock(tmp_path: Path) -> None:
+    lock = tmp_path / "vllm-1a2b3c4d5e6f"
+    other = holder(lock, 30)
+    try:
+        with pytest.raises(statelock.Busy) as busy, statelock.held(lock, me(), wait=0):
+            pass
+        assert re.fullmatch(
+            f"not waiting \\(wait=0\\) for {WHO.format(pid=other.pid)}; rerun when it ends, or "
+            "without wait= to wait as long as it takes",
+            str(busy.value),
+        ), busy.value
+        waited = r"^waited 0\.3 s \(wait=0\.3\) for the build"
+        with pytest.raises(statelock.Busy, match=waited), statelock.held(lock, me(), wait=0.3):
+            pass
+    finally:
+        other.kill()
+        other.communicate()
+
+
+def test_a_waiting_run_says_for_whom_once_and_holds_the_lock_when_it_is_let_go(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = tmp_path / "vllm-1a2b3c4d5e6f"
+    other = holder(lock, 1)
+    with statelock.held(lock, me()) as waited:
+        assert waited
+        assert f'"pid": {os.getpid()}' in lock.read_text()
+    other.communicate()
+    err = capsys.readouterr().err
+    assert re.fullmatch(f"waiting for {WHO.format(pid=other.pid)}\n", err), err
+
+
+def test_a_killed_holder_lets_go_at_once(tmp_path: Path) -> None:
+    lock = tmp_path / "vllm-1a2b3c4d5e6f"
+    other = holder(lock, 60)
+    other.send_signal(signal.SIGKILL)
+    other.communicate()
+    with statelock.held(lock, me(), wait=0) as waited:  # kill -9 leaves no stale lock
+        assert not waited
+
+
+class SlowEngine(SetEngine):
+    """The engine seam, in memory, whose builds take a while: what was built, and when."""
+
+    def __init__(self) -> None:
+        super().__init__(set())
+        self.builds: list[tuple[str, float, float]] = []
+
+    def build(self, job: BuildJob) -> None:
+        started = time.monotonic()
+        time.sleep(1)
+        super().build(job)
+        self.builds.append((job.ref, started, time.monotonic()))
+
+
+def _build_at_once(tmp_path: Path, engine: SlowEngine, *jobs: tuple[str, str]) -> list[bool]:
+    """Build (arch, stage) jobs from two threads at once, as two runs would; what each did."""
+    pins = tmp_path / "pins.toml"
+    pins.write_text(PINS.read_text())
+    graph, outside = stages.graph(), Outside(cache=tmp_path / "cache", logs=tmp_path / "logs")
+    done: dict[int, bool] = {}
+
+    def one(index: int, arch: str, stage: str) -> None:
+        run = Run(Options(pins=str(pins), arch=arch), graph)
+        done[index] = build.build_stage(run, engine, outside, stage)
+
+    threads = [threading.Thread(target=one, args=(index, *job)) for index, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return [done[index] for index in range(len(jobs))]
+
+
+def test_two_runs_build_one_stage_key_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = SlowEngine()
+    done = _build_at_once(tmp_path, engine, ("gfx942", "slim"), ("gfx950", "slim"))
+    assert sorted(done) == [False, True]  # slim does not depend on the arch: one build
+    assert len(engine.builds) == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        r"waiting for the build started at \d\d:\d\d by pid \d+ \(arch gfx9(42|50)\): it builds "
+        r"slim [0-9a-f]{12}\n",
+        err,
+    ), err
+
+
+def test_two_runs_build_the_stages_of_two_archs_side_by_side(tmp_path: Path) -> None:
+    engine = SlowEngine()
+    done = _build_at_once(tmp_path, engine, ("gfx942", "prune"), ("gfx950", "prune"))
+    assert done == [True, True]
+    (_, first_start, first_end), (_, second_start, second_end) = engine.builds
+    assert first_start < second_end  # at once, not in turn
+    assert second_start < first_end

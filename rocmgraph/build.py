@@ -6,7 +6,7 @@ may well use several)."""
 from __future__ import annotations
 
 import contextlib
-import os
+import re
 import shutil
 import tempfile
 import time
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rocmgraph import records
+from rocmgraph import failpoints, records, statelock
 from rocmgraph.engine import BuildJob, Engine
-from rocmgraph.outside import Outside, credentials, ports
+from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
@@ -39,7 +39,6 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     through ``outside``); True when it built."""
     # Imported here, not above: what only a build needs (fetching, patching, locking: a
     # third of the import time) is not paid by a run that finds everything built.
-    from rocmgraph import statelock
     from rocmgraph.lock import check_locked
 
     if run.options.locked:
@@ -51,12 +50,26 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     # (its context folder is named by the key): a second run waits, then finds it built.
     lock = run.state_dir / "locks" / f"{name}-{key.short}"
     doing = f"builds {name} {key.short}"
-    with statelock.held(lock, statelock.Holder.me(",".join(run.archs), doing), run.options.wait):
+    me = statelock.Holder.me(",".join(run.archs), doing)
+    with statelock.held(lock, me, run.options.wait):
         engine.refresh()  # another run may have built it since this one looked
         if is_built(run, engine, name):
             return False
+        _sweep_contexts(run, name, lock.name, me)
         _build(run, engine, outside, name)
     return True
+
+
+def _sweep_contexts(run: Run, name: str, keep: str, me: statelock.Holder) -> None:
+    """A failed build keeps its context, to look at, until its stage builds again: then
+    the contexts of the stage's other keys go, but not one another run builds from now."""
+    folder = run.state_dir / "contexts"
+    for old in sorted(folder.glob(f"{name}-*")) if folder.is_dir() else []:
+        if old.name == keep or not re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{12}}", old.name):
+            continue
+        lock = run.state_dir / "locks" / old.name
+        with contextlib.suppress(statelock.Busy), statelock.held(lock, me, wait=0):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
@@ -66,6 +79,7 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
     key = run.keys[name]
     scratch = run.state_dir / "contexts" / f"{name}-{key.short}"
     context_dir = context.prepare(run, engine, outside, name, scratch)
+    failpoints.reached("context")
     records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
     started = time.time()
     index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
@@ -85,6 +99,7 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
             drop_env=stage.drop_env,
         )
         engine.build(job)
+    failpoints.reached("tagged")
     records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
 
@@ -95,24 +110,12 @@ def pip_secret(index: str, folder: Path) -> Iterator[Path]:
     ``folder`` (outside any build context), for this build only. A run killed before it
     could remove its file leaves it behind: each new one first removes those of runs that
     are gone (by the pid in the folder's name), never a live run's."""
-    sweep_secrets(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{os.getpid()}-", dir=folder) as scratch:
+    folder = leftovers.scratch(folder)
+    with tempfile.TemporaryDirectory(prefix=leftovers.mine("pip"), dir=folder) as scratch:
         path = Path(scratch) / "pip.conf"
         path.touch(mode=0o600)  # private before the index (and a login) is written to it
         path.write_text(f"[global]\nindex-url = {index}\n")
         yield path
-
-
-def sweep_secrets(folder: Path) -> list[Path]:
-    """Remove what runs that are gone left in ``folder``; what was removed."""
-    gone = []
-    for leftover in sorted(folder.glob("*-*")) if folder.is_dir() else []:
-        pid = leftover.name.split("-", 1)[0]
-        if pid.isdigit() and not ports.alive(int(pid)):
-            shutil.rmtree(leftover, ignore_errors=True)
-            gone.append(leftover)
-    return gone
 
 
 def labels(run: Run, name: str) -> dict[str, str]:

@@ -34,7 +34,9 @@ def build_dir(final: Path, scratch: Path, fill: Callable[[Path], None]) -> Path:
     half-made directory is never left behind and never seen at ``final``.
     """
     scratch.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{final.name}-", dir=scratch))
+    # Named after this run, as outside/leftovers names scratch: a kill -9 here leaves it
+    # to the sweep of the next run.
+    work = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-{final.name}-", dir=scratch))
     try:
         fill(work)
         final.parent.mkdir(parents=True, exist_ok=True)

@@ -97,3 +97,10 @@ def need_docker() -> None:
         if os.environ.get("CI"):
             pytest.fail("no Docker engine answers; .ci/run starts dockerd")
         pytest.skip("no Docker engine answers (start dockerd)")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (until the system reuses it)."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout)

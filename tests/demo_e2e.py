@@ -33,16 +33,26 @@ class E2E:
         self.pins.write_text(edit_toml(self.pins.read_text(), path, value))
 
     def build(
-        self, arch: str = "gfx942", *doit: str, target: str = "build:image"
+        self,
+        arch: str = "gfx942",
+        *doit: str,
+        target: str = "build:image",
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return run_doit(
-            *doit, target, f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}"
+            *doit, target, f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}", env=env
         )
 
-    def plan(self, arch: str = "gfx942") -> dict[str, dict[str, object]]:
+    def plan(
+        self,
+        arch: str = "gfx942",
+        env: dict[str, str] | None = None,
+        variables: tuple[str, ...] = (),
+    ) -> dict[str, dict[str, object]]:
         result = run_doit(
-            "plan", f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}", "format=json"
-        )
+            "plan", f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}", "format=json",
+            *variables, env=env,
+        )  # fmt: skip
         assert result.returncode == 0, result.stderr
         return {stage["name"]: stage for stage in json.loads(result.stdout)["stages"]}
 

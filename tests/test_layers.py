@@ -29,9 +29,9 @@ CORE = {
     f"rocmgraph.{name}"
     for name in [
         "archs", "dockerfile_audit", "dockerfile_syntax", "engine", "errors", "expand",
-        "estimate", "explain", "fsutil", "graph", "imageconfig", "keys", "kinds", "layout", "pins",
-        "pinsedit", "pipargs", "plan", "provenance", "recipe", "records", "run", "shell",
-        "spelling",
+        "estimate", "explain", "failpoints", "fsutil", "graph", "imageconfig", "keys", "kinds",
+        "layout", "pins", "pinsedit", "pipargs", "plan", "provenance", "recipe", "records", "run",
+        "shell", "spelling",
     ]
 }  # fmt: skip
 # What no core module may use, even from the standard library: it reaches beyond.

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from rocmgraph.outside import proc
 
@@ -57,3 +61,34 @@ def test_no_streamed_command_starts_after_an_interrupt() -> None:
     with pytest.raises(proc.Interrupted) as raised:
         proc.stream(["true"], print)
     assert str(raised.value) == "`true` was not started: the run is interrupted"
+
+
+STREAMS_A_CHILD = """
+import sys
+from rocmgraph.outside import proc
+child = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+proc.stream([sys.executable, "-c", child], lambda line: print(line, flush=True))
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_streamed_command_ends_when_the_run_is_killed() -> None:
+    run = subprocess.Popen([sys.executable, "-c", STREAMS_A_CHILD], cwd=ROOT,
+                           stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert run.stdout is not None
+    child = int(run.stdout.readline())
+    assert running(child)
+    run.kill()  # kill -9: no handler of the run's own runs
+    run.communicate()
+    deadline = time.monotonic() + 10
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(child)

@@ -4,19 +4,13 @@ and a run killed before it could remove its own has it removed by the next one."
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from conftest import dead_pid
 
 from rocmgraph.build import pip_secret
 
 INDEX = "https://user:s3cret@pypi.example.invalid/simple"
-
-
-def dead_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    return int(done.stdout)
 
 
 def test_the_file_is_private_and_gone_after_the_build(tmp_path: Path) -> None:

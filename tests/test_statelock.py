@@ -19,6 +19,7 @@ import stages
 from rocmgraph import build, statelock
 from rocmgraph.engine import BuildJob
 from rocmgraph.outside import Outside
+from rocmgraph.outside.docker import log_file
 from rocmgraph.run import Options, Run
 
 VLLM = "it builds vllm 1a2b3c4d5e6f"
@@ -154,3 +155,30 @@ def test_two_runs_build_the_stages_of_two_archs_side_by_side(tmp_path: Path) -> 
     (_, first_start, first_end), (_, second_start, second_end) = engine.builds
     assert first_start < second_end  # at once, not in turn
     assert second_start < first_end
+
+
+def test_a_stage_that_builds_sweeps_its_old_contexts_but_not_one_in_use(tmp_path: Path) -> None:
+    contexts = tmp_path / ".build" / "contexts"
+    names = ("slim-aaaaaaaaaaaa", "slim-bbbbbbbbbbbb", "prune-aaaaaaaaaaaa")
+    failed, in_use, other = (contexts / name for name in names)
+    for folder in (failed, in_use, other):
+        folder.mkdir(parents=True)
+    other_run = holder(tmp_path / ".build" / "locks" / in_use.name, 30)
+    try:
+        assert _build_at_once(tmp_path, SlowEngine(), ("gfx942", "slim")) == [True]
+    finally:
+        other_run.kill()
+        other_run.communicate()
+    assert sorted(p.name for p in contexts.iterdir()) == [other.name, in_use.name]
+
+
+def test_each_stage_key_has_its_log_and_the_stage_name_links_the_latest(tmp_path: Path) -> None:
+    for key in ("1" * 64, "2" * 64, "3" * 64, "4" * 64):
+        job = BuildJob(stage="vllm", ref=f"ns/vllm:{key}", context=tmp_path)
+        log_file(tmp_path, job).write_text(key)
+        time.sleep(0.01)  # mtimes apart
+    assert sorted(p.name for p in tmp_path.glob("vllm-*.log")) == [
+        "vllm-222222222222.log", "vllm-333333333333.log", "vllm-444444444444.log",
+    ]  # fmt: skip
+    assert (tmp_path / "vllm.log").read_text() == "4" * 64
+    assert (tmp_path / "vllm.log").readlink() == Path("vllm-444444444444.log")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocmgraph import failpoints
 from rocmgraph.demo import baseimage, fixtures, primus
 from rocmgraph.errors import LockError
 from rocmgraph.fsutil import atomic_write_text
@@ -136,6 +137,7 @@ class Demo:
         from rocmgraph import lock  # the network side of locking: only when the demo locks
 
         result = lock.resolve(Run(Options(pins=str(unlocked)), self.graph), outside)
+        failpoints.reached("demo-lock")
         if result.unresolved:
             raise LockError("demo: " + "; ".join(map(str, result.unresolved)))
         atomic_write_text(self.fills, json.dumps([[list(c.path), c.new] for c in result.changes]))

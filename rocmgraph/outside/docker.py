@@ -227,7 +227,7 @@ class DockerEngine:
         raise EngineError(f"pushed {ref}, but docker knows no digest for it")
 
     def build(self, job: BuildJob) -> None:
-        log_path = _log_file(self.log_dir, job)
+        log_path = log_file(self.log_dir, job)
         if job.config_from:
             self._keep_config(job)
         argv = [*self.client.build_argv(), "--progress=plain", "--tag", job.ref]
@@ -292,7 +292,10 @@ def _last(stderr: str) -> str:
     return lines[-1] if lines else "no answer"
 
 
-def _log_file(folder: Path, job: BuildJob) -> Path:
+KEPT_LOGS = 3  # per stage: this build's, and the last two others (a failure, an arch)
+
+
+def log_file(folder: Path, job: BuildJob) -> Path:
     """The log of ``job``'s build: one file per stage key, so runs that build one stage
     for two archs at once write apart; ``<stage>.log`` links to the one written last."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -303,4 +306,14 @@ def _log_file(folder: Path, job: BuildJob) -> Path:
     fresh.unlink(missing_ok=True)
     fresh.symlink_to(path.name)
     fresh.replace(link)  # a link that is never missing, only replaced
+    older = sorted(folder.glob(f"{job.stage}-*.log"), key=_mtime, reverse=True)
+    for stale in [log for log in older if log != path][KEPT_LOGS - 1 :]:
+        stale.unlink(missing_ok=True)
     return path
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # another run removed it meanwhile
+        return 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -89,6 +90,13 @@ _STREAMING_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 
 
+# Linux's parent-death signal, set by util-linux's setpriv (Python's preexec_fn is unsafe
+# with threads). It fires when the thread that started the child ends: the thread that
+# streams a command waits for it, so only this process's death can fire it.
+_SETPRIV = shutil.which("setpriv")
+_DIES_WITH_US = [_SETPRIV, "--pdeathsig", "INT", "--"] if _SETPRIV else []
+
+
 def interrupt_all(grace: float = 20.0) -> None:
     """Send SIGINT to every streamed command still running (the docker CLI cancels its build
     on it, nothing is tagged) and wait for each to end, killing one still running after
@@ -115,22 +123,24 @@ def stream(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> int:
-    """Run ``argv`` with stdout and stderr merged, handing each line over as it comes."""
+    """Run ``argv`` with stdout and stderr merged, handing each line over as it comes.
+
+    It gets SIGINT should this process die first (a kill -9): a docker client then cancels
+    its build instead of finishing it for nobody, and tagging it behind the next run."""
+    if shutil.which(argv[0], path=(env or os.environ).get("PATH")) is None:
+        raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry")
     with _STREAMING_LOCK:  # started and registered at once: an interrupt sees it or prevents it
         if _INTERRUPTED.is_set():
             raise Interrupted(f"`{shlex.join(argv)}` was not started: the run is interrupted")
-        try:
-            process = subprocess.Popen(
-                list(argv),
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-            )
-        except FileNotFoundError:
-            raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
+        process = subprocess.Popen(
+            [*_DIES_WITH_US, *argv],
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
         _STREAMING.add(process)
     assert process.stdout is not None
     try:

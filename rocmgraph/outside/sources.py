@@ -28,8 +28,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocmgraph import failpoints
 from rocmgraph.errors import FetchError
 from rocmgraph.fsutil import build_dir
+from rocmgraph.outside import leftovers
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
 from rocmgraph.pins import GitSource, Pins
@@ -149,6 +151,11 @@ class SourceCache:
         self.mirrors = mirrors
         self.timeout = timeout
 
+    @property
+    def scratch(self) -> Path:
+        """Where fetches work before their result is renamed into place."""
+        return leftovers.scratch(self.root / "tmp")
+
     def url(self, source: GitSource) -> str:
         return source.mirror or self.mirrors.apply(source.repo)
 
@@ -168,8 +175,9 @@ class SourceCache:
             self._checkout(origin, work)
             if source.submodules:
                 self._submodules(origin, work)
+            failpoints.reached("fetch")
 
-        return build_dir(self.root / "git" / commit, self.root / "tmp", fill)
+        return build_dir(self.root / "git" / commit, self.scratch, fill)
 
     def files(
         self, name: str, source: GitSource, paths: Iterable[str], dest: Path
@@ -211,7 +219,7 @@ class SourceCache:
         final = self.root / "own" / origin.commit
         if final.is_dir():
             return final
-        return build_dir(final, self.root / "tmp", lambda work: self._checkout(origin, work))
+        return build_dir(final, self.scratch, lambda work: self._checkout(origin, work))
 
     def _checkout(self, origin: Origin, work: Path) -> None:
         """``origin``'s commit checked out in ``work`` (an empty directory), no submodules."""
@@ -281,8 +289,7 @@ class SourceCache:
 
     def _expand(self, name: str, source: GitSource) -> str:
         """A short id that is no branch or tag tip: fetch the history and ask git."""
-        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=self.root / "tmp") as tmp:
+        with tempfile.TemporaryDirectory(prefix=leftovers.mine(name), dir=self.scratch) as tmp:
             work = Path(tmp)
             git("init", "--quiet", "--bare", str(work), timeout=60)
             self._fetch_all(Origin(name, self.url(source), source.commit), work)

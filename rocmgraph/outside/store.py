@@ -23,6 +23,7 @@ from pathlib import Path
 
 from rocmgraph.errors import HashMismatch
 from rocmgraph.fsutil import sha256_file
+from rocmgraph.outside import leftovers
 from rocmgraph.outside.http import Http
 
 
@@ -49,9 +50,8 @@ class Store:
         stored = self.path(sha256, name)
         if sha256 and stored.is_file() and self._still(stored, sha256):
             return Stored(stored, sha256)
-        tmp_dir = self.root / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", dir=tmp_dir)
+        tmp_dir = leftovers.scratch(self.root / "tmp")
+        fd, tmp_name = tempfile.mkstemp(prefix=leftovers.mine(name), dir=tmp_dir)
         os.close(fd)  # the download reopens it by name
         tmp = Path(tmp_name)
         try:

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocmgraph.errors import FetchError
 from rocmgraph.fsutil import build_dir
+from rocmgraph.outside import leftovers
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
 from rocmgraph.outside.sources import SourceCache, git_reason
@@ -53,12 +54,12 @@ class History:
         repository with it: no ``tmp_pack_*`` of the whole history stays.
         """
         url = self.cache.url(self.source)
-        scratch = self.cache.root / "tmp"
+        scratch = self.cache.scratch
         if not self.repo.is_dir():
             build_dir(self.repo, scratch, lambda work: self._fetch_into(work, url))
         else:
-            scratch.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(prefix=f"{self.name}.git-", dir=scratch) as tmp:
+            prefix = leftovers.mine(f"{self.name}.git")
+            with tempfile.TemporaryDirectory(prefix=prefix, dir=scratch) as tmp:
                 self._fetch_into(Path(tmp), url, borrow=self.repo)
                 git("fetch", "--quiet", "--force", "--prune", "--prune-tags", tmp, *_REFSPECS,
                     cwd=self.repo, timeout=self.timeout)  # fmt: skip

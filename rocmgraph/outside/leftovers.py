@@ -1,0 +1,53 @@
+"""What a run leaves in shared folders while it works, and the sweep of what dead runs left.
+
+A run names each scratch entry it makes in a shared folder (the cache's tmp/,
+.build/secrets/) after its pid: ``<pid>-<what>``. It removes its own when it
+is done, even on failure; a run killed first cannot, and the next run that
+uses the folder removes the entries of pids that are gone, never a live run's.
+(A pid the system reuses keeps a leftover until that process ends too.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+from rocmgraph.outside.ports import alive
+
+_OWNED = re.compile(r"(\d+)-")
+_SWEPT: set[Path] = set()  # the folders this run swept already: once is enough
+_SWEPT_LOCK = threading.Lock()
+
+
+def mine(what: str) -> str:
+    """The prefix of a scratch entry of this run (tempfile's ``prefix=``)."""
+    return f"{os.getpid()}-{what}-"
+
+
+def scratch(folder: Path) -> Path:
+    """``folder``, made if need be, rid of what dead runs left there, once per run."""
+    with _SWEPT_LOCK:
+        if folder in _SWEPT:
+            return folder
+        _SWEPT.add(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    sweep(folder)
+    return folder
+
+
+def sweep(folder: Path) -> list[Path]:
+    """Remove the entries of ``folder`` that runs which are gone left; what was removed."""
+    gone = []
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+        owner = _OWNED.match(entry.name)
+        if owner is None or alive(int(owner.group(1))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        gone.append(entry)
+    return gone

@@ -41,6 +41,7 @@ def _options(variables: tasks.Variables) -> Options:
             profile=variables.text("profile"),
             commit_tag=variables.text("commit_tag", "DEV"),
             wait=tasks.seconds("wait", variables.text("wait")),
+            cache=variables.text("cache"),
         )
     )
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,12 +18,18 @@ from pathlib import Path
 
 from rocmgraph import failpoints, records, statelock
 from rocmgraph.engine import BuildJob, Engine
+from rocmgraph.errors import GraphToolError
 from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
 # The build argument of each command-line variable a stage takes (as verl's recipe names it).
 BUILD_ARGS = {"commit_tag": "GIT_COMMIT_TAG"}
+KEY_LABEL = "org.verl-rocm-graph.key"  # every stage image says its key; a pull is checked by it
+
+# Shared caches that did not answer in this run: said once, then built past.
+_SILENT: set[str] = set()
+_SILENT_LOCK = threading.Lock()
 
 
 def is_built(run: Run, engine: Engine, stage: str) -> bool:
@@ -34,6 +42,82 @@ def is_tagged(run: Run, engine: Engine) -> bool:
     return image is not None and engine.image_id(run.friendly_tag()) == image
 
 
+def is_cached(run: Run, outside: Outside, name: str) -> bool:
+    """Whether the shared cache holds the image of stage ``name`` whole; False without a
+    cache, or when it does not answer (said once: the build goes on here)."""
+    if not run.cache or run.cache in _SILENT:
+        return False
+    try:
+        return outside.stored.has(run.cached_ref(name))
+    except GraphToolError as exc:
+        with _SILENT_LOCK:
+            said = run.cache in _SILENT
+            _SILENT.add(run.cache)
+        if not said:
+            _warn(f"the stage cache {run.cache} does not answer ({exc}); building here")
+        return False
+
+
+def is_done(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
+    """Whether stage ``name`` needs nothing from this run: built here, and with a shared
+    cache, in the cache (pulled only when a build needs it; a stage built here and not
+    shared yet is pushed)."""
+    cached = is_cached(run, outside, name)
+    if run.cache and run.cache not in _SILENT:
+        return cached
+    return is_built(run, engine, name)
+
+
+def ensure_local(run: Run, engine: Engine, outside: Outside, name: str) -> None:
+    """The image of stage ``name`` in ``engine``: there already, pulled from the shared
+    cache, or built (its parents made local the same way)."""
+    if is_built(run, engine, name):
+        return
+    if is_cached(run, outside, name) and _pull(run, engine, name):
+        return
+    build_stage(run, engine, outside, name)
+
+
+def _pull(run: Run, engine: Engine, name: str) -> bool:
+    """Pull stage ``name`` from the cache and tag it as built here; False (said) when the
+    pull fails or the image's key label is not the key its tag claims."""
+    cached, key = run.cached_ref(name), run.keys[name].key
+    try:
+        engine.pull(cached)
+    except GraphToolError as exc:
+        _warn(f"could not pull {cached} ({exc}); building it here")
+        return False
+    label = engine.labels(cached).get(KEY_LABEL, "")
+    if label == key:
+        engine.tag(cached, run.ref(name))
+    engine.untag(cached)  # the stage's own tag keeps the image
+    if label != key:
+        _warn(
+            f"refused {cached}: its key label is {label[:12] or 'missing'}, not the key its "
+            "tag claims; building it here"
+        )
+    return label == key
+
+
+def _push(run: Run, engine: Engine, name: str) -> None:
+    """Share what was built; a push that fails fails nothing (said, and the next build of
+    the key elsewhere builds it again)."""
+    cached = run.cached_ref(name)
+    try:
+        engine.tag(run.ref(name), cached)
+        engine.push(cached)
+        print(f"pushed {name} {run.keys[name].short} to {run.cache}")
+    except GraphToolError as exc:
+        _warn(f"stage {name} was built but not pushed to {run.cache} ({exc})")
+    finally:
+        with contextlib.suppress(GraphToolError):
+            engine.untag(cached)
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
 def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     """Build stage ``name`` on ``engine`` unless its image exists there (its inputs fetched
     through ``outside``); True when it built."""
@@ -44,6 +128,8 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     if run.options.locked:
         check_locked(run.pins)
     if is_built(run, engine, name):
+        if run.cache and run.cache not in _SILENT and not is_cached(run, outside, name):
+            _push(run, engine, name)  # built before the cache was set, or its push failed
         return False
     key = run.keys[name]
     # One build of a stage key at a time, among all runs that share this state directory
@@ -57,6 +143,8 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
             return False
         _sweep_contexts(run, name, lock.name, me)
         _build(run, engine, outside, name)
+    if run.cache and run.cache not in _SILENT:
+        _push(run, engine, name)
     return True
 
 
@@ -77,6 +165,8 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
 
     stage = run.graph[name]
     key = run.keys[name]
+    for parent in stage.parents:  # built by this run, or pulled: only those a build needs
+        ensure_local(run, engine, outside, parent)
     scratch = run.state_dir / "contexts" / f"{name}-{key.short}"
     context_dir = context.prepare(run, engine, outside, name, scratch)
     failpoints.reached("context")
@@ -120,7 +210,7 @@ def pip_secret(index: str, folder: Path) -> Iterator[Path]:
 
 def labels(run: Run, name: str) -> dict[str, str]:
     """Every stage: its name and key. The final image: OCI labels and every stage's key."""
-    found = {"org.verl-rocm-graph.stage": name, "org.verl-rocm-graph.key": run.keys[name].key}
+    found = {"org.verl-rocm-graph.stage": name, KEY_LABEL: run.keys[name].key}
     if name == run.graph.final:
         pins = run.pins
         found.update(
@@ -140,8 +230,10 @@ def labels(run: Run, name: str) -> dict[str, str]:
     return found
 
 
-def tag_final(run: Run, engine: Engine) -> str:
-    """Tag the final stage's image with the image's friendly name; that name."""
+def tag_final(run: Run, engine: Engine, outside: Outside) -> str:
+    """Tag the final stage's image with the image's friendly name (pulled from the shared
+    cache first, if only the cache has it); that name."""
+    ensure_local(run, engine, outside, run.graph.final)
     alias = run.friendly_tag()
     engine.tag(run.ref(run.graph.final), alias)
     return alias

@@ -43,6 +43,14 @@ class Engine(Protocol):
     def refresh(self) -> None:
         """Forget what is known of the engine's images: another run may have built some."""
 
+    def pull(self, ref: str) -> None: ...
+
+    def push(self, ref: str) -> str: ...
+
+    def labels(self, ref: str) -> Mapping[str, str]: ...
+
+    def untag(self, ref: str) -> None: ...
+
 
 class Deferred:
     """An engine connected when first asked something: `doit plan` still shows every key
@@ -69,3 +77,15 @@ class Deferred:
 
     def refresh(self) -> None:
         self._engine.refresh()
+
+    def pull(self, ref: str) -> None:
+        self._engine.pull(ref)
+
+    def push(self, ref: str) -> str:
+        return self._engine.push(ref)
+
+    def labels(self, ref: str) -> Mapping[str, str]:
+        return self._engine.labels(ref)
+
+    def untag(self, ref: str) -> None:
+        self._engine.untag(ref)

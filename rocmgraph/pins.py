@@ -96,6 +96,14 @@ class Build:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Cache:
+    """Where stage images are shared between machines: a location, never part of a key."""
+
+    # Stage images are <registry>/<image name>/<stage>:<key> there; "": no shared cache.
+    registry: str = _kind(kinds.optional(kinds.IMAGE_NAME), default="", location=True)
+
+
+@dataclass(frozen=True, kw_only=True)
 class KeyedRepo:
     """An apt repository the base image adds (deadsnakes, for Python 3.12 on Ubuntu 22.04),
     trusted by its own key, which is pinned by sha256 like the ROCm key."""
@@ -252,6 +260,7 @@ class Pins:
     links: Mapping[str, str] = _kind(kinds.LINK_PATH, kinds.LINK_PATH, default={})
     prune: Prune = field(default_factory=Prune)
     cleanup: Cleanup = field(default_factory=Cleanup)
+    cache: Cache = field(default_factory=Cache)
     # URL prefix -> replacement, for every git fetch (submodules too), like
     # git's insteadOf. VERL_GRAPH_MIRRORS adds to it from the environment.
     mirrors: Mapping[str, str] = _kind(kinds.MIRROR, kinds.URL, default={}, location=True)

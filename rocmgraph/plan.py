@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -19,6 +19,7 @@ from rocmgraph.run import Run
 
 class Status(StrEnum):
     BUILT = "built"
+    CACHED = "cached"  # in the shared cache (a registry): pulled when needed, never built
     NOT_BUILT = "not built"
     UNKNOWN = "unknown"  # no engine to ask
 
@@ -58,9 +59,11 @@ def make_plan(
     engine: Engine,
     references: Mapping[str, estimate.Reference] | None = None,
     builders: int = 2,
+    cached: Callable[[str], bool] = lambda stage: False,
 ) -> Plan:
-    """Every stage of ``run``, built or not on ``engine``, and what the build costs on
-    ``builders`` builders (from this machine's records, else from ``references``)."""
+    """Every stage of ``run``, built or not on ``engine`` (or ``cached`` in a shared cache),
+    and what the build costs on ``builders`` builders (from this machine's records, else
+    from ``references``)."""
     plans = []
     missing = run.pins.missing()
     # A stage the base provides only verifies: the figure of its source build is no estimate.
@@ -76,10 +79,13 @@ def make_plan(
         key = run.keys[stage.name]
         ref = run.ref(stage.name)
         built = False if problem else engine.image_exists(ref)
+        in_cache = not problem and not built and cached(stage.name)
         reasons: list[str] = []
         record = records.load(run.records_dir, stage.name, partial(tagged, stage.name))
         if problem:
             reasons = ["unknown: no engine to ask"]
+        elif in_cache:
+            reasons = [f"in the cache as {run.cached_ref(stage.name)}"]
         elif not built:
             if record and record.key == key.key:
                 reasons = [f"image {ref} is gone (it was built before)"]
@@ -95,18 +101,24 @@ def make_plan(
                 image=ref,
                 parents=stage.parents,
                 arch_dependent=depends_on_arch(stage, run.pins),
-                status=Status.UNKNOWN if problem else Status.BUILT if built else Status.NOT_BUILT,
+                status=_status(bool(problem), built, in_cache),
                 reasons=tuple(reasons),
                 missing=tuple(m for m in missing if is_under(m.path, stage.reads)),
                 note=note,
                 estimate=None
-                if built or problem  # no engine: what is built is not known
+                if built or in_cache or problem  # no engine: what is built is not known
                 else estimate.estimate(stage.name, record.seconds if record else None, references),
             )
         )
     costs = {p.name: p.estimate for p in plans if p.estimate is not None}
     parents = {p.name: p.parents for p in plans}
     return Plan(tuple(plans), problem, estimate.total(costs, parents, builders))
+
+
+def _status(unknown: bool, built: bool, cached: bool) -> Status:
+    if unknown:
+        return Status.UNKNOWN
+    return Status.BUILT if built else Status.CACHED if cached else Status.NOT_BUILT
 
 
 def verdict(plan: Plan) -> None:
@@ -165,11 +177,13 @@ def as_text(run: Run, plan: Plan) -> str:
         )
         lines += [f"{pad}missing: {m}" for m in stage.missing]
     built = sum(stage.status is Status.BUILT for stage in plan.stages)
+    cached = sum(stage.status is Status.CACHED for stage in plan.stages)
     total = len(plan.stages)
     if plan.engine:
         lines.append(f"{total} stages: built status unknown (the engine is not reachable)")
     else:
-        lines.append(f"{total} stages: {built} built, {total - built} to build")
+        in_cache = f", {cached} cached" if cached else ""
+        lines.append(f"{total} stages: {built} built{in_cache}, {total - built - cached} to build")
     if plan.total.stages:
         lines.append(plan.total.text())
     if plan.total.reference:

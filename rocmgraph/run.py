@@ -33,6 +33,7 @@ class Options:
     profile: str = ""  # "demo": the offline demo profile serves its upstreams during builds
     commit_tag: str = "DEV"  # the manifest's training_docker_version, as verl's GIT_COMMIT_TAG
     wait: float | None = None  # seconds to wait for another run's build of a stage; None: no end
+    cache: str = ""  # the registry stage images are shared through; "": [cache].registry
 
 
 class Run:
@@ -85,6 +86,16 @@ class Run:
     def ref(self, stage: str, key: str = "") -> str:
         """The image of ``stage`` at ``key`` (default: its key in this run)."""
         return f"{self.namespace}/{stage}:{key or self.keys[stage].key}"
+
+    @property
+    def cache(self) -> str:
+        """The registry prefix stage images are shared through ("": none); the command line
+        wins over the pins."""
+        return self.options.cache or self.pins.cache.registry
+
+    def cached_ref(self, stage: str) -> str:
+        """Where the image of ``stage`` is kept in the shared cache."""
+        return f"{self.cache}/{self.ref(stage)}"
 
     def friendly_tag(self) -> str:
         return f"{self.pins.image.name}:{'-'.join(self.archs)}"

@@ -32,7 +32,7 @@ from doit import doit_cmd
 # The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
 # patch_status, plan) are imported by the action that runs them: doit imports this module on
 # every invocation, and a no-op build should not pay for what it never runs.
-from rocmgraph import build, recipe
+from rocmgraph import build, kinds, recipe
 from rocmgraph.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
@@ -136,6 +136,15 @@ def seconds(name: str, value: str) -> float | None:
     return found
 
 
+def _registry(name: str, value: str) -> None:
+    problem = kinds.IMAGE_NAME.problem(value) if value else None
+    if problem:
+        raise VariableError(
+            f"{name}={cut(value)}: {problem.removeprefix(repr(value) + ' ').strip()}; write "
+            f"{name}=<registry>/<path>, e.g. {name}=registry.example.org/verl-rocm"
+        )
+
+
 def _any(name: str, value: str) -> None:
     """A value that only an action can check (a path, a commit)."""
 
@@ -165,6 +174,9 @@ VARIABLES: dict[str, Variable] = {
     "dockerfile": Variable("a plain Dockerfile: for audit to check, or compare to set beside"),
     "check": Variable("1 makes render only check that the docs are fresh", flag),
     "commit_tag": Variable("the manifest's training_docker_version (verl's GIT_COMMIT_TAG); DEV"),
+    "cache": Variable(
+        "the registry stage images are shared through; default [cache].registry", _registry
+    ),
     "wait": Variable(
         "seconds a build waits for another run's build of the same stage; default no end", seconds
     ),
@@ -316,7 +328,12 @@ class Tasks:
             from rocmgraph import estimate, plan
 
             references = {} if options.profile else estimate.load_references()
-            made = plan.make_plan(run, self.outside(options).engine, references, builders)
+            outside = self.outside(options)
+
+            def cached(stage: str) -> bool:
+                return build.is_cached(run, outside, stage)
+
+            made = plan.make_plan(run, outside.engine, references, builders, cached)
             print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
             plan.verdict(made)
 
@@ -517,7 +534,7 @@ class Tasks:
                     return True  # a stage the profile leaves out has nothing to build
                 if tagged:
                     return build.is_tagged(run, engine)
-                return build.is_built(run, engine, stage)
+                return build.is_done(run, engine, self.outside(options), stage)
             except GraphToolError:
                 return False  # the action runs and reports the error in one line
 
@@ -566,7 +583,8 @@ class Tasks:
 
     def _tag_final(self, options: Options) -> None:
         run = self.run(options)
-        alias = build.tag_final(run, self.outside(options).engine)
+        outside = self.outside(options)
+        alias = build.tag_final(run, outside.engine, outside)
         print(f"tagged {alias} = {run.ref(run.graph.final)}")
 
 

@@ -46,7 +46,7 @@ BAD: dict[str, tuple[Edit, str]] = {
     "unknown table": (
         lambda t: t + '\n[sourcs.x]\nrepo = "https://example.org/x"\n',
         "pins.toml: top level: unknown key 'sourcs'; did you mean 'sources'? "
-        "known keys: base, build, cleanup, env, image, links, mirrors, prune, python, rocm, "
+        "known keys: base, build, cache, cleanup, env, image, links, mirrors, prune, python, rocm, "
         "sources, wheels",
     ),
     "wrong type": (

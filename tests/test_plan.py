@@ -41,6 +41,18 @@ class SetEngine:
     def refresh(self) -> None:
         pass  # nothing is remembered
 
+    def pull(self, ref: str) -> None:
+        raise NotImplementedError  # a registry is tested for real (test_cache.py)
+
+    def push(self, ref: str) -> str:
+        raise NotImplementedError
+
+    def labels(self, ref: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    def untag(self, ref: str) -> None:
+        self.refs.discard(ref)
+
 
 def test_plan_json_lists_every_stage_in_build_order() -> None:
     result = run_doit("plan", "arch=gfx942", "format=json")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
+import requests
 from conftest import need
 from servers import Registry
 
@@ -36,3 +40,30 @@ def test_references_name_their_registry() -> None:
     local = registry.Reference.parse("127.0.0.1:5000/demo/base:1")
     assert local == registry.Reference("127.0.0.1:5000", "demo/base", "1")
     assert local.base_url == "http://127.0.0.1:5000/v2/demo/base"
+
+
+def test_an_image_is_cached_only_when_its_manifest_and_every_blob_are_there(
+    tmp_path: Path,
+) -> None:
+    need("docker-registry")
+    stored = registry.Stored(Http(attempts=1))
+    with Registry(tmp_path / "registry") as reg:
+        reg.push("verl-e2e/vllm", "k1", b'{"architecture":"amd64","os":"linux"}')
+        assert stored.has(f"{reg.host}/verl-e2e/vllm:k1")
+        assert not stored.has(f"{reg.host}/verl-e2e/vllm:k2")
+        assert not stored.has(f"{reg.host}/verl-e2e/sglang:k1")
+        config = hashlib.sha256(b'{"architecture":"amd64","os":"linux"}').hexdigest()
+        gone = requests.delete(f"http://{reg.host}/v2/verl-e2e/vllm/blobs/sha256:{config}",
+                               timeout=10)  # fmt: skip
+        assert gone.status_code == 202
+        assert not stored.has(f"{reg.host}/verl-e2e/vllm:k1")  # a tag is not an image
+
+
+def test_the_login_is_docker_login_s_and_none_without_one(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {
+        "registry.example.org": {"auth": base64.b64encode(b"ci:s3cret").decode()},
+    }}))  # fmt: skip
+    environ = {"DOCKER_CONFIG": str(tmp_path)}
+    assert registry.login("registry.example.org", environ) == ("ci", "s3cret")
+    assert registry.login("other.example.org", environ) is None
+    assert registry.login("registry.example.org", {"DOCKER_CONFIG": str(tmp_path / "no")}) is None

@@ -83,7 +83,7 @@ def test_build_runs_parents_first() -> None:
 # ------------------------------------------------------ command-line variables
 
 KNOWN = (
-    "arch, check, commit_tag, dockerfile, dry, force, format, jobs, locked, network, pins, "
+    "arch, cache, check, commit_tag, dockerfile, dry, force, format, jobs, locked, network, pins, "
     "profile, to, wait"
 )
 ARCHS = (
@@ -126,6 +126,11 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         "arch=',;': names no architecture; write e.g. arch=gfx942",
     ),
     "format": ({"format": "yaml"}, "format=yaml: unknown format; use format=text or format=json"),
+    "cache": (
+        {"cache": "Registry.example.org//verl"},
+        "cache=Registry.example.org//verl: is not a docker image name (lower-case words joined "
+        "by . _ -); write cache=<registry>/<path>, e.g. cache=registry.example.org/verl-rocm",
+    ),
     "wait": ({"wait": "soon"}, "wait=soon: not a number of seconds; write wait=0, wait=30, ..."),
     "negative wait": (
         {"wait": "-1"},

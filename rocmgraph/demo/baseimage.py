@@ -12,6 +12,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
+from rocmgraph.demo.published import published
 from rocmgraph.outside import proc
 from rocmgraph.outside.docker import DockerEngine
 
@@ -24,9 +25,14 @@ def inputs_key() -> str:
     return hashlib.sha256(repr((SUITE, INCLUDE, "apt")).encode()).hexdigest()[:12]
 
 
+def local_ref() -> str:
+    """The local image of the root filesystem, by the hash of its inputs."""
+    return f"{LOCAL}:{inputs_key()}"
+
+
 def rootfs(engine: DockerEngine, scratch: Path) -> str:
     """The local image of the root filesystem, made unless it is there; its reference."""
-    local = f"{LOCAL}:{inputs_key()}"
+    local = local_ref()
     if not engine.image_exists(local):
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
@@ -39,5 +45,4 @@ def rootfs(engine: DockerEngine, scratch: Path) -> str:
 
 def ensure(engine: DockerEngine, ref: str, scratch: Path) -> str:
     """``ref`` (registry/name:tag) holds the demo's operating system; return its digest."""
-    engine.tag(rootfs(engine, scratch), ref)
-    return engine.push(ref)
+    return published(engine, ref, inputs_key(), lambda: rootfs(engine, scratch))

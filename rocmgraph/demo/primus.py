@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from rocmgraph.demo import buildfiles, rocmfiles, upstreams
+from rocmgraph.demo.published import published
 from rocmgraph.demo.wheelfile import make_wheel
 from rocmgraph.engine import BuildJob
 from rocmgraph.outside.docker import DockerEngine
@@ -118,13 +120,20 @@ def inputs_key(context: Path, text: str) -> str:
     return digest.hexdigest()[:12]
 
 
-def ensure(engine: DockerEngine, ref: str, context: Path, rootfs: str) -> str:
-    """``ref`` (registry/name:tag) holds the demo's primus, built on ``rootfs`` from
-    ``context`` unless built already; return its digest."""
+def ensure(
+    engine: DockerEngine, ref: str, context: Path, rootfs: str, make_rootfs: Callable[[], str]
+) -> str:
+    """``ref`` (registry/name:tag) holds the demo's primus, built on ``rootfs`` (made by
+    ``make_rootfs`` when needed) from ``context``, unless published already; its digest."""
     text = dockerfile(rootfs)
-    local = f"{LOCAL}:{inputs_key(context, text)}"
-    if not engine.image_exists(local):
-        (context / "Dockerfile").write_text(text)
-        engine.build(BuildJob(stage="demo-primus", ref=local, context=context))
-    engine.tag(local, ref)
-    return engine.push(ref)
+    key = inputs_key(context, text)
+    local = f"{LOCAL}:{key}"
+
+    def make() -> str:
+        if not engine.image_exists(local):
+            make_rootfs()
+            (context / "Dockerfile").write_text(text)
+            engine.build(BuildJob(stage="demo-primus", ref=local, context=context))
+        return local
+
+    return published(engine, ref, key, make)

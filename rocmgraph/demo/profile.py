@@ -52,8 +52,13 @@ def _os_base(engine: DockerEngine, ref: str, root: Path) -> str:
 
 
 def _primus_base(engine: DockerEngine, ref: str, root: Path) -> str:
-    rootfs = baseimage.rootfs(engine, root / "tmp")
-    return primus.ensure(engine, ref, root / "fixtures" / "primus", rootfs)
+    return primus.ensure(
+        engine,
+        ref,
+        root / "fixtures" / "primus",
+        baseimage.local_ref(),
+        lambda: baseimage.rootfs(engine, root / "tmp"),
+    )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from rocmgraph.engine import Deferred, Engine
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.http import Http
+from rocmgraph.outside.registry import Stored
 from rocmgraph.outside.sources import Mirrors, SourceCache
 from rocmgraph.outside.store import Store
 from rocmgraph.pins import Pins
@@ -50,6 +51,12 @@ class Outside:
     @functools.cached_property
     def store(self) -> Store:
         return Store(self.cache, self.http)
+
+    @functools.cached_property
+    def stored(self) -> Stored:
+        """The shared stage cache's registry, asked without a pull. One try, soon given up:
+        a cache that does not answer is built past, not waited for."""
+        return Stored(Http(timeout=10.0, attempts=1))
 
     @functools.cached_property
     def docker(self) -> DockerEngine:

@@ -216,6 +216,19 @@ class DockerEngine:
         self._docker(*argv, str(tarball), ref)
         self._tags = None
 
+    def pull(self, ref: str) -> None:
+        self._docker("pull", "--quiet", ref)
+        self._tags = None
+
+    def untag(self, ref: str) -> None:
+        """Remove the tag ``ref`` (its image stays while another tag names it)."""
+        self._docker("image", "rm", ref)
+        self._tags = None
+
+    def labels(self, ref: str) -> dict[str, str]:
+        found = self.config(ref).get("Labels")
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
     def push(self, ref: str) -> str:
         """Push ``ref`` to its registry; return the digest the registry knows it by."""
         self._docker("push", ref)

@@ -74,3 +74,15 @@ def image_tags(path: Path, timeout: float = 30) -> dict[str, str] | None:
         for tag in image.get("RepoTags") or ()
         if tag != "<none>:<none>"
     }
+
+
+def disk_usage(path: Path, timeout: float = 120) -> int:
+    """The bytes of every image layer the engine at ``path`` holds (``docker system df``)."""
+    connection = _UnixConnection(path, timeout)
+    try:
+        connection.request("GET", "/system/df")
+        response = connection.getresponse()
+        data = json.loads(response.read())
+    finally:
+        connection.close()
+    return int(data.get("LayersSize", 0))

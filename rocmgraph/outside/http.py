@@ -38,11 +38,24 @@ class Http:
     def get_text(self, url: str) -> str:
         return self._with_retries(url, lambda: self._get(url).text)
 
-    def get(self, url: str, headers: dict[str, str] | None = None) -> requests.Response:
+    def get(
+        self, url: str, headers: dict[str, str] | None = None, auth: tuple[str, str] | None = None
+    ) -> requests.Response:
         """A whole response (4xx included, for callers that negotiate, like registries)."""
 
         def once() -> requests.Response:
-            response = self.session.get(url, timeout=self.timeout, headers=headers)
+            response = self.session.get(url, timeout=self.timeout, headers=headers, auth=auth)
+            if response.status_code >= 500:
+                raise _Status(response.status_code)
+            return response
+
+        return self._with_retries(url, once)
+
+    def head(self, url: str, headers: dict[str, str] | None = None) -> requests.Response:
+        """A HEAD request's response (4xx included)."""
+
+        def once() -> requests.Response:
+            response = self.session.head(url, timeout=self.timeout, headers=headers)
             if response.status_code >= 500:
                 raise _Status(response.status_code)
             return response

@@ -1,9 +1,16 @@
-"""Image digests from an OCI registry (the distribution API), for `doit lock` and bump:base."""
+"""An OCI registry through its distribution API: image digests (for `doit lock` and
+bump:base), and whether a stage image is there whole (the stage cache), without a pull."""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from rocmgraph.errors import FetchError
 from rocmgraph.kinds import is_loopback
@@ -67,10 +74,71 @@ def digest(image: str, http: Http) -> str:
     return found
 
 
-def _token(challenge: str, http: Http) -> str:
+def _token(challenge: str, http: Http, login: tuple[str, str] | None = None) -> str:
     fields = dict(_CHALLENGE.findall(challenge))
     if "realm" not in fields:
         raise FetchError(f"registry asked for credentials this tool cannot give: {challenge}")
     query = "&".join(f"{k}={v}" for k, v in fields.items() if k in ("service", "scope"))
-    data = http.get(f"{fields['realm']}?{query}").json()
+    data = http.get(f"{fields['realm']}?{query}", auth=login).json()
     return str(data.get("token") or data.get("access_token") or "")
+
+
+def login(registry: str, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """The user and password ``docker login`` kept for ``registry`` in the docker config
+    (``auths``), or None. Read here, sent to the registry only: never written anywhere."""
+    folder = Path(environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    try:
+        auths = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("auths", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    for name in (registry, f"https://{registry}", f"http://{registry}"):
+        encoded = (auths.get(name) or {}).get("auth", "") if isinstance(auths, dict) else ""
+        if encoded:
+            user, _, password = base64.b64decode(encoded).decode(errors="replace").partition(":")
+            return user, password
+    return None
+
+
+class Stored:
+    """Images of one registry, asked whether they are there whole (the stage cache)."""
+
+    def __init__(self, http: Http, environ: Mapping[str, str] = os.environ) -> None:
+        self.http = http
+        self.environ = environ
+        self._auth: dict[str, str] = {}  # registry -> Authorization header, once negotiated
+
+    def has(self, image: str) -> bool:
+        """Whether ``image`` (registry/name:tag) is there whole: its manifest, and every blob
+        it names (a push cut short, or a collected blob, is not an image)."""
+        ref = Reference.parse(image)
+        response = self._get(ref, f"{ref.base_url}/manifests/{ref.tag}", {"Accept": _ACCEPT})
+        if response.status_code == 404:
+            return False
+        if response.status_code != 200:
+            raise FetchError(f"image {image}: {ref.registry} answered HTTP {response.status_code}")
+        manifest = response.json()
+        blobs = [manifest.get("config", {}), *manifest.get("layers", [])]
+        for blob in blobs:
+            url = f"{ref.base_url}/blobs/{blob.get('digest', '')}"
+            if self._get(ref, url, {}, head=True).status_code != 200:
+                return False
+        return True
+
+    def _get(self, ref: Reference, url: str, headers: dict[str, str], head: bool = False) -> Any:
+        ask = self.http.head if head else self.http.get
+        known = self._auth.get(ref.registry)
+        response = ask(url, {**headers, "Authorization": known} if known else headers)
+        if response.status_code != 401:
+            return response
+        challenge = response.headers.get("WWW-Authenticate", "")
+        user = login(ref.registry, self.environ)
+        if challenge.lower().startswith("basic"):
+            if user is None:
+                raise FetchError(
+                    f"{ref.registry} asks for a login; run `docker login {ref.registry}`"
+                )
+            pair = base64.b64encode(":".join(user).encode()).decode()
+            self._auth[ref.registry] = f"Basic {pair}"
+        else:
+            self._auth[ref.registry] = f"Bearer {_token(challenge, self.http, user)}"
+        return ask(url, {**headers, "Authorization": self._auth[ref.registry]})

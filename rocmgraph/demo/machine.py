@@ -1,0 +1,67 @@
+"""Another machine, for the fleet tests and benchmark: a second Docker engine beside the first.
+
+It has its own data root, exec root and socket, and starts its own containerd;
+it shares nothing with the first engine but the registries both reach on
+127.0.0.1 (dockerd takes 127.0.0.0/8 registries as plain http by itself).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rocmgraph.errors import EngineError
+from rocmgraph.outside import proc
+
+DOCKER = "/usr/bin/docker"  # docker.io's client: BuildKit builds without buildx
+
+
+@contextmanager
+def second_engine() -> Iterator[dict[str, str]]:
+    """Start another dockerd; yield the environment that points the docker CLI at it. Its
+    flags are $DOCKERD_ARGS, as bootstrap.sh gives the first one."""
+    # A short path: the exec root holds unix sockets, whose paths may not pass 108 bytes.
+    root = Path(tempfile.mkdtemp(prefix="vrg-b-", dir="/tmp"))
+    socket = root / "docker.sock"
+    flags = shlex.split(os.environ.get("DOCKERD_ARGS", "--bridge=none --iptables=false"))
+    daemon = proc.spawn(
+        ["dockerd", *flags, f"--data-root={root}/data", f"--exec-root={root}/exec",
+         f"--host=unix://{socket}", f"--pidfile={root}/docker.pid"],
+        log=root / "dockerd.log",
+    )  # fmt: skip
+    env = {"DOCKER_HOST": f"unix://{socket}"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                proc.run([DOCKER, "version"], env={**os.environ, **env}, timeout=10)
+                break
+            except proc.CommandFailed:
+                if daemon.poll() is not None or time.monotonic() > deadline:
+                    raise EngineError(
+                        f"the second dockerd did not start; see {root}/dockerd.log"
+                    ) from None
+                time.sleep(0.3)
+        yield env
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def images(env: dict[str, str]) -> set[str]:
+    """The tagged images of the engine ``env`` points at."""
+    out = proc.run([DOCKER, "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+                   env={**os.environ, **env}).stdout  # fmt: skip
+    return {line for line in out.split() if not line.endswith(":<none>")}

@@ -6,7 +6,9 @@ removes the kernel files of archs outside the target set from the trees
 /workspace/.manifest/prune.json. What is left is gathered under /kept, which
 assemble copies over verl as one layer: its cost grows with the ROCm trees, not
 with the image, and that layer is the only one below the source builds' that
-the images of two arch sets do not share.
+the images of two arch sets do not share. The stage's image is /kept alone
+(``FROM scratch``): a machine that builds assemble from a shared cache pulls the
+kept kernels, not the torch stack with every arch's trees.
 """
 
 from rocmgraph.graph import Stage

@@ -9,9 +9,11 @@ first build is cold whatever the machine built before.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +104,25 @@ def run_in(image: str, code: str) -> str:
 
 def shell(image: str, script: str) -> list[str]:
     return docker("run", "--rm", "--network=none", image, "sh", "-c", script).split()
+
+
+def files(image: str, folder: str) -> dict[str, bytes]:
+    """The files under ``folder`` of an image that may have no shell (a stage that keeps
+    only what the next one takes): name -> content, read from a container never started."""
+    container = docker("create", image, "none").strip()
+    try:
+        tar = subprocess.run([DOCKER, "export", container], capture_output=True, check=True)
+    finally:
+        docker("rm", container)
+    found = {}
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as archive:
+        for member in archive.getmembers():
+            name = member.name.lstrip("/")
+            if member.isfile() and name.startswith(folder.strip("/") + "/"):
+                extracted = archive.extractfile(member)
+                assert extracted is not None
+                found[name[len(folder.strip("/")) + 1 :]] = extracted.read()
+    return found
 
 
 def labels(image: str) -> dict[str, str]:

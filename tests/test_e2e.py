@@ -28,6 +28,7 @@ from demo_e2e import (
     built,
     docker,
     empty_namespace,
+    files,
     image_ids,
     labels,
     layers,
@@ -118,10 +119,14 @@ def test_the_pruned_image_keeps_its_arch_only_and_really_shrank(e2e: E2E) -> Non
     assert layers(verl)[: len(layers(slim))] == layers(slim)
     final = layers("verl-e2e:gfx942")
     assert final[: len(layers(verl))] == layers(verl)
-    assert layers(pruned)[:-1] == layers(wheels)  # one layer: the kept trees, under /kept
-    assert shell(pruned, "ls /kept/opt/venv/lib/python3.11/site-packages") == [
+    # prune's image is the kept trees alone, under /kept, in one layer: what a machine that
+    # builds assemble pulls.
+    assert len(layers(pruned)) == 1
+    kept = files(pruned, "/kept/opt/venv/lib/python3.11/site-packages")
+    assert {name.split("/")[0] for name in kept} == {
         "_rocm_sdk_core", "_rocm_sdk_devel", "_rocm_sdk_libraries",
-    ]  # fmt: skip
+    }  # fmt: skip
+    assert size(pruned) < 0.2 * size(wheels)
 
 
 def test_the_image_is_verl_s_7_14_image_on_its_primus_like_base(e2e: E2E) -> None:

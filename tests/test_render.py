@@ -74,10 +74,21 @@ def test_squashed_stages_end_from_scratch_and_plain_files_remove_in_place() -> N
         "RUN rm -rf /opt/rocm/lib /opt/rocm/share/miopen "
         "/opt/venv/lib/python3.12/site-packages/_rocm_sdk_* " in plain
     )
+    # prune's image, and a source stage's, is what assemble takes alone; in one Dockerfile
+    # assemble takes it from the stage itself.
     prune = render(GRAPH["prune"], REAL, BOTH)
-    assert prune == render(GRAPH["prune"], REAL, BOTH, squash=False)
-    assert "FROM ${WHEELS_IMAGE}\n" in prune
+    assert "FROM ${WHEELS_IMAGE} AS pruning\n" in prune
+    assert prune.rstrip().endswith("FROM scratch\nCOPY --from=pruning /kept /kept")
     assert "--report /kept/workspace/.manifest/prune.json" in prune
+    assert not GRAPH["prune"].squash  # nothing runs it: no configuration to keep
+    plain_prune = render(GRAPH["prune"], REAL, BOTH, squash=False)
+    assert "FROM scratch" not in plain_prune
+    assert "FROM ${WHEELS_IMAGE}\n" in plain_prune
+    vllm = render(GRAPH["vllm"], REAL, BOTH)
+    assert vllm.rstrip().endswith(
+        "FROM scratch\nCOPY --from=vllm_build /dist /dist\n"
+        "COPY --from=vllm_build /src/vllm /src/vllm"
+    )
     assemble = render(GRAPH["assemble"], REAL, BOTH)
     assert "FROM ${PRUNE_IMAGE} AS prune\n" in assemble
     assert "FROM ${VERL_IMAGE}\n" in assemble

@@ -42,6 +42,8 @@ def _options(variables: tasks.Variables) -> Options:
             commit_tag=variables.text("commit_tag", "DEV"),
             wait=tasks.seconds("wait", variables.text("wait")),
             cache=variables.text("cache"),
+            cache_required=variables.flag("cache_required"),
+            push=variables.flag("push"),
         )
     )
 

@@ -13,12 +13,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rocmgraph import failpoints, records, statelock
 from rocmgraph.engine import BuildJob, Engine
-from rocmgraph.errors import GraphToolError
+from rocmgraph.errors import CacheError, GraphToolError
 from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
@@ -30,6 +31,11 @@ KEY_LABEL = "org.verl-rocm-graph.key"  # every stage image says its key; a pull 
 # Shared caches that did not answer in this run: said once, then built past.
 _SILENT: set[str] = set()
 _SILENT_LOCK = threading.Lock()
+# Pushes to the shared cache run in one background thread while later stages build.
+_PUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="push")  # a thread once used
+_PUSHES: list[Future[None]] = []
+_UNPUSHED: list[str] = []  # stages whose push failed, for the run's last word
+_PUSHES_LOCK = threading.Lock()
 
 
 def is_built(run: Run, engine: Engine, stage: str) -> bool:
@@ -50,6 +56,11 @@ def is_cached(run: Run, outside: Outside, name: str) -> bool:
     try:
         return outside.stored.has(run.cached_ref(name))
     except GraphToolError as exc:
+        if run.options.cache_required:
+            raise CacheError(
+                f"the stage cache {run.cache} does not answer ({exc}); cache_required=1 "
+                "forbids building past it: check the registry, or drop cache_required"
+            ) from None
         with _SILENT_LOCK:
             said = run.cache in _SILENT
             _SILENT.add(run.cache)
@@ -99,6 +110,24 @@ def _pull(run: Run, engine: Engine, name: str) -> bool:
     return label == key
 
 
+def _push_soon(run: Run, engine: Engine, name: str) -> None:
+    """Push stage ``name`` in the background, one push at a time: the stages after it build
+    meanwhile (``pushes_done`` waits for them all)."""
+    with _PUSHES_LOCK:
+        _PUSHES.append(_PUSHER.submit(_push, run, engine, name))
+
+
+def pushes_done() -> None:
+    """Wait for every push begun so far (the image is shared once its run ends)."""
+    with _PUSHES_LOCK:
+        pending = list(_PUSHES)
+        _PUSHES.clear()
+    for push in pending:
+        push.result()  # _push says its own failures: none is raised
+    if _UNPUSHED:
+        _warn(f"not shared (their pushes failed): {', '.join(sorted(_UNPUSHED))}")
+
+
 def _push(run: Run, engine: Engine, name: str) -> None:
     """Share what was built; a push that fails fails nothing (said, and the next build of
     the key elsewhere builds it again)."""
@@ -109,6 +138,7 @@ def _push(run: Run, engine: Engine, name: str) -> None:
         print(f"pushed {name} {run.keys[name].short} to {run.cache}")
     except GraphToolError as exc:
         _warn(f"stage {name} was built but not pushed to {run.cache} ({exc})")
+        _UNPUSHED.append(name)
     finally:
         with contextlib.suppress(GraphToolError):
             engine.untag(cached)
@@ -129,7 +159,7 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
         check_locked(run.pins)
     if is_built(run, engine, name):
         if run.cache and run.cache not in _SILENT and not is_cached(run, outside, name):
-            _push(run, engine, name)  # built before the cache was set, or its push failed
+            _push_soon(run, engine, name)  # built before the cache was set, or a push failed
         return False
     key = run.keys[name]
     # One build of a stage key at a time, among all runs that share this state directory
@@ -144,7 +174,7 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
         _sweep_contexts(run, name, lock.name, me)
         _build(run, engine, outside, name)
     if run.cache and run.cache not in _SILENT:
-        _push(run, engine, name)
+        _push_soon(run, engine, name)
     return True
 
 
@@ -234,6 +264,12 @@ def tag_final(run: Run, engine: Engine, outside: Outside) -> str:
     """Tag the final stage's image with the image's friendly name (pulled from the shared
     cache first, if only the cache has it); that name."""
     ensure_local(run, engine, outside, run.graph.final)
+    pushes_done()  # what the run built is shared before it says the image is done
     alias = run.friendly_tag()
     engine.tag(run.ref(run.graph.final), alias)
+    if run.options.push and run.cache:
+        shared = f"{run.cache}/{alias}"
+        engine.tag(alias, shared)
+        engine.push(shared)  # asked for: a failure fails the run
+        print(f"pushed {alias} to {shared}")
     return alias

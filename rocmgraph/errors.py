@@ -86,6 +86,10 @@ class EngineError(GraphToolError):
     """No usable container engine, or a build on it failed."""
 
 
+class CacheError(GraphToolError):
+    """The shared stage cache cannot be used where the run requires it."""
+
+
 class FetchError(GraphToolError):
     """An input (source, wheel, key, digest) could not be fetched or is not what its pin says."""
 

@@ -34,6 +34,8 @@ class Options:
     commit_tag: str = "DEV"  # the manifest's training_docker_version, as verl's GIT_COMMIT_TAG
     wait: float | None = None  # seconds to wait for another run's build of a stage; None: no end
     cache: str = ""  # the registry stage images are shared through; "": [cache].registry
+    cache_required: bool = False  # a cache that does not answer fails the run (for CI)
+    push: bool = False  # push the friendly tag to the cache too
 
 
 class Run:

@@ -177,6 +177,8 @@ VARIABLES: dict[str, Variable] = {
     "cache": Variable(
         "the registry stage images are shared through; default [cache].registry", _registry
     ),
+    "cache_required": Variable("1 fails the run when the cache does not answer, for CI", flag),
+    "push": Variable("1 pushes the friendly tag to the cache too", flag),
     "wait": Variable(
         "seconds a build waits for another run's build of the same stage; default no end", seconds
     ),

@@ -16,6 +16,8 @@ from test_faults import other_verl_commit
 import stages
 from rocmgraph.demo.machine import DOCKER, images, second_engine
 from rocmgraph.demo.serve import Registry
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.registry import Stored
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 GRAPH = stages.graph()
@@ -65,9 +67,12 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     # B, empty: the plan says every stage is cached; the build pulls the final image alone.
     plan = world.plan(env=machine_b, variables=(cache,))
     assert {stage["status"] for stage in plan.values()} == {"cached"}
-    second = world.build("gfx942", cache, env=machine_b)
+    second = world.build("gfx942", cache, "push=1", env=machine_b)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
     assert built(second) == set()
+    friendly = f"{registry}/verl-e2e:gfx942"
+    assert f"pushed verl-e2e:gfx942 to {friendly}" in second.stdout.splitlines()
+    assert Stored(Http(attempts=1)).has(friendly)
     final = str(plan["manifest"]["image"])
     # (The demo also made its upstream's base image there: the demo's, not the build's.)
     assert ours(machine_b) == {final, "verl-e2e:gfx942"}

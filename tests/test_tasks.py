@@ -83,8 +83,8 @@ def test_build_runs_parents_first() -> None:
 # ------------------------------------------------------ command-line variables
 
 KNOWN = (
-    "arch, cache, check, commit_tag, dockerfile, dry, force, format, jobs, locked, network, pins, "
-    "profile, to, wait"
+    "arch, cache, cache_required, check, commit_tag, dockerfile, dry, force, format, jobs, locked, "
+    "network, pins, profile, push, to, wait"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "

@@ -6,6 +6,7 @@ may well use several)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import shutil
 import sys
@@ -13,16 +14,20 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmgraph import failpoints, records, statelock
 from rocmgraph.engine import BuildJob, Engine
 from rocmgraph.errors import CacheError, GraphToolError
+from rocmgraph.fsutil import owned
 from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.recipe import PIP_SECRET, parent_arg
 from rocmgraph.run import Run
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 # The build argument of each command-line variable a stage takes (as verl's recipe names it).
 BUILD_ARGS = {"commit_tag": "GIT_COMMIT_TAG"}
@@ -32,7 +37,6 @@ KEY_LABEL = "org.verl-rocm-graph.key"  # every stage image says its key; a pull 
 _SILENT: set[str] = set()
 _SILENT_LOCK = threading.Lock()
 # Pushes to the shared cache run in one background thread while later stages build.
-_PUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="push")  # a thread once used
 _PUSHES: list[Future[None]] = []
 _UNPUSHED: list[str] = []  # stages whose push failed, for the run's last word
 _PUSHES_LOCK = threading.Lock()
@@ -51,10 +55,10 @@ def is_tagged(run: Run, engine: Engine) -> bool:
 def is_cached(run: Run, outside: Outside, name: str) -> bool:
     """Whether the shared cache holds the image of stage ``name`` whole; False without a
     cache, or when it does not answer (said once: the build goes on here)."""
-    if not run.cache or run.cache in _SILENT:
+    if not _cache_answers(run):
         return False
     try:
-        return outside.stored.has(run.cached_ref(name))
+        return outside.cache_registry.has(run.cached_ref(name))
     except GraphToolError as exc:
         if run.options.cache_required:
             raise CacheError(
@@ -73,10 +77,16 @@ def is_done(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     """Whether stage ``name`` needs nothing from this run: built here, and with a shared
     cache, in the cache (pulled only when a build needs it; a stage built here and not
     shared yet is pushed)."""
-    cached = is_cached(run, outside, name)
-    if run.cache and run.cache not in _SILENT:
-        return cached
+    if run.cache:
+        cached = is_cached(run, outside, name)
+        if _cache_answers(run):
+            return cached
     return is_built(run, engine, name)
+
+
+def _cache_answers(run: Run) -> bool:
+    """Whether ``run`` has a shared cache that has not failed to answer in this run."""
+    return bool(run.cache) and run.cache not in _SILENT
 
 
 def ensure_local(run: Run, engine: Engine, outside: Outside, name: str) -> None:
@@ -114,7 +124,15 @@ def _push_soon(run: Run, engine: Engine, name: str) -> None:
     """Push stage ``name`` in the background, one push at a time: the stages after it build
     meanwhile (``pushes_done`` waits for them all)."""
     with _PUSHES_LOCK:
-        _PUSHES.append(_PUSHER.submit(_push, run, engine, name))
+        _PUSHES.append(_pusher().submit(_push, run, engine, name))
+
+
+@functools.cache
+def _pusher() -> ThreadPoolExecutor:
+    """The push thread, made at the first push: a run without a cache never imports it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="push")
 
 
 def pushes_done() -> None:
@@ -158,7 +176,7 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
     if run.options.locked:
         check_locked(run.pins)
     if is_built(run, engine, name):
-        if run.cache and run.cache not in _SILENT and not is_cached(run, outside, name):
+        if _cache_answers(run) and not is_cached(run, outside, name):
             _push_soon(run, engine, name)  # built before the cache was set, or a push failed
         return False
     key = run.keys[name]
@@ -173,7 +191,7 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
             return False
         _sweep_contexts(run, name, lock.name, me)
         _build(run, engine, outside, name)
-    if run.cache and run.cache not in _SILENT:
+    if _cache_answers(run):
         _push_soon(run, engine, name)
     return True
 
@@ -231,7 +249,7 @@ def pip_secret(index: str, folder: Path) -> Iterator[Path]:
     could remove its file leaves it behind: each new one first removes those of runs that
     are gone (by the pid in the folder's name), never a live run's."""
     folder = leftovers.scratch(folder)
-    with tempfile.TemporaryDirectory(prefix=leftovers.mine("pip"), dir=folder) as scratch:
+    with tempfile.TemporaryDirectory(prefix=owned("pip"), dir=folder) as scratch:
         path = Path(scratch) / "pip.conf"
         path.touch(mode=0o600)  # private before the index (and a login) is written to it
         path.write_text(f"[global]\nindex-url = {index}\n")

@@ -26,6 +26,12 @@ def atomic_write_text(path: Path, text: str) -> None:
     Path(tmp.name).replace(path)  # atomic on one filesystem
 
 
+def owned(what: str) -> str:
+    """The name prefix of a scratch entry this run makes in a shared folder: its pid first,
+    so that what a killed run left is known as such (outside/leftovers sweeps it)."""
+    return f"{os.getpid()}-{what}-"
+
+
 def build_dir(final: Path, scratch: Path, fill: Callable[[Path], None]) -> Path:
     """``final``, made by ``fill`` in a fresh directory under ``scratch``.
 
@@ -34,9 +40,7 @@ def build_dir(final: Path, scratch: Path, fill: Callable[[Path], None]) -> Path:
     half-made directory is never left behind and never seen at ``final``.
     """
     scratch.mkdir(parents=True, exist_ok=True)
-    # Named after this run, as outside/leftovers names scratch: a kill -9 here leaves it
-    # to the sweep of the next run.
-    work = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-{final.name}-", dir=scratch))
+    work = Path(tempfile.mkdtemp(prefix=owned(final.name), dir=scratch))
     try:
         fill(work)
         final.parent.mkdir(parents=True, exist_ok=True)

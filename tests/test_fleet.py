@@ -17,7 +17,7 @@ import stages
 from rocmgraph.demo.machine import DOCKER, images, second_engine
 from rocmgraph.demo.serve import Registry
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.registry import Stored
+from rocmgraph.outside.registry import Client
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 GRAPH = stages.graph()
@@ -72,7 +72,7 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     assert built(second) == set()
     friendly = f"{registry}/verl-e2e:gfx942"
     assert f"pushed verl-e2e:gfx942 to {friendly}" in second.stdout.splitlines()
-    assert Stored(Http(attempts=1)).has(friendly)
+    assert Client(Http(attempts=1)).has(friendly)
     final = str(plan["manifest"]["image"])
     # (The demo also made its upstream's base image there: the demo's, not the build's.)
     assert ours(machine_b) == {final, "verl-e2e:gfx942"}

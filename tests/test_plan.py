@@ -54,6 +54,14 @@ class SetEngine:
         self.refs.discard(ref)
 
 
+def build_all(run: Run, engine: SetEngine, seconds: float = 0.0) -> None:
+    """Every stage of ``run`` built on ``engine`` and recorded, as the builder does."""
+    for stage in run.graph:
+        engine.refs.add(run.ref(stage.name))
+        key = run.keys[stage.name]
+        records.save(run.records_dir, stage.name, key.key, key.inputs, seconds=seconds)
+
+
 def test_plan_json_lists_every_stage_in_build_order() -> None:
     result = run_doit("plan", "arch=gfx942", "format=json")
     assert result.returncode == 0, result.stderr
@@ -99,11 +107,7 @@ def test_plan_says_which_input_changed_since_the_last_build(
     before = write_pins(pins_text)
     engine = SetEngine(set())
     run = Run(Options(pins=str(before), arch="gfx942"), stages.graph())
-    for stage in run.graph:  # as the builder records them
-        engine.refs.add(run.ref(stage.name))
-        records.save(
-            run.records_dir, stage.name, run.keys[stage.name].key, run.keys[stage.name].inputs
-        )
+    build_all(run, engine)
     assert {p.status for p in make_plan(run, engine).stages} == {Status.BUILT}
 
     before.write_text(edit_toml(pins_text, ["sources", "vllm", "commit"], NEW_COMMIT))
@@ -129,10 +133,7 @@ def test_a_build_killed_after_its_tag_still_explains_the_next_change(
     path = write_pins(pins_text)
     engine = SetEngine(set())
     run = Run(Options(pins=str(path), arch="gfx942"), stages.graph())
-    for stage in run.graph:
-        engine.refs.add(run.ref(stage.name))
-        key = run.keys[stage.name]
-        records.save(run.records_dir, stage.name, key.key, key.inputs, seconds=60)
+    build_all(run, engine, seconds=60)
     # vllm moves to a new commit; its build tags its image, and the run is killed before
     # its record is saved: only the record begun before the build is there.
     path.write_text(edit_toml(pins_text, ["sources", "vllm", "commit"], NEW_COMMIT))

@@ -46,7 +46,7 @@ def test_an_image_is_cached_only_when_its_manifest_and_every_blob_are_there(
     tmp_path: Path,
 ) -> None:
     need("docker-registry")
-    stored = registry.Stored(Http(attempts=1))
+    stored = registry.Client(Http(attempts=1))
     with Registry(tmp_path / "registry") as reg:
         reg.push("verl-e2e/vllm", "k1", b'{"architecture":"amd64","os":"linux"}')
         assert stored.has(f"{reg.host}/verl-e2e/vllm:k1")

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from rocmgraph.errors import FetchError
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.registry import digest
 
 
 def published(engine: DockerEngine, ref: str, key: str, make: Callable[[], str]) -> str:
     """The digest of ``ref`` (registry/name:tag) as made from inputs hashed ``key``: the one
     the registry serves under both, else ``make()``'s local image pushed under both."""
+    from rocmgraph.outside.registry import digest  # only when the demo starts
+
     by_inputs = f"{ref.rsplit(':', 1)[0]}:inputs-{key}"
     http = Http(timeout=10.0, attempts=1)
     try:

@@ -14,14 +14,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmgraph.engine import Deferred, Engine
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.registry import Stored
 from rocmgraph.outside.sources import Mirrors, SourceCache
 from rocmgraph.outside.store import Store
 from rocmgraph.pins import Pins
+
+if TYPE_CHECKING:
+    from rocmgraph.outside.registry import Client
 
 CACHE_ENV = "VERL_GRAPH_CACHE"
 
@@ -53,10 +56,12 @@ class Outside:
         return Store(self.cache, self.http)
 
     @functools.cached_property
-    def stored(self) -> Stored:
+    def cache_registry(self) -> Client:
         """The shared stage cache's registry, asked without a pull. One try, soon given up:
         a cache that does not answer is built past, not waited for."""
-        return Stored(Http(timeout=10.0, attempts=1))
+        from rocmgraph.outside.registry import Client  # a run without a cache never asks
+
+        return Client(Http(timeout=10.0, attempts=1))
 
     @functools.cached_property
     def docker(self) -> DockerEngine:

@@ -1,7 +1,7 @@
 """What a run leaves in shared folders while it works, and the sweep of what dead runs left.
 
 A run names each scratch entry it makes in a shared folder (the cache's tmp/,
-.build/secrets/) after its pid: ``<pid>-<what>``. It removes its own when it
+.build/secrets/) after its pid: ``<pid>-<what>`` (``fsutil.owned``). It removes its own when it
 is done, even on failure; a run killed first cannot, and the next run that
 uses the folder removes the entries of pids that are gone, never a live run's.
 (A pid the system reuses keeps a leftover until that process ends too.)
@@ -9,7 +9,6 @@ uses the folder removes the entries of pids that are gone, never a live run's.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import threading
@@ -20,11 +19,6 @@ from rocmgraph.outside.ports import alive
 _OWNED = re.compile(r"(\d+)-")
 _SWEPT: set[Path] = set()  # the folders this run swept already: once is enough
 _SWEPT_LOCK = threading.Lock()
-
-
-def mine(what: str) -> str:
-    """The prefix of a scratch entry of this run (tempfile's ``prefix=``)."""
-    return f"{os.getpid()}-{what}-"
 
 
 def scratch(folder: Path) -> Path:

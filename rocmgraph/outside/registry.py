@@ -56,22 +56,7 @@ class Reference:
 
 def digest(image: str, http: Http) -> str:
     """The digest ``image`` (``registry/name:tag``) points to now: ``sha256:<64 hex>``."""
-    ref = Reference.parse(image)
-    url = f"{ref.base_url}/manifests/{ref.tag}"
-    headers = {"Accept": _ACCEPT}
-    response = http.get(url, headers)
-    if response.status_code == 401:  # anonymous pull token, as Docker Hub asks
-        challenge = response.headers.get("WWW-Authenticate", "")
-        headers["Authorization"] = f"Bearer {_token(challenge, http)}"
-        response = http.get(url, headers)
-    if response.status_code == 404:
-        raise FetchError(f"image {image}: no such tag in {ref.registry}")
-    if response.status_code != 200:
-        raise FetchError(f"image {image}: {url} answered HTTP {response.status_code}")
-    found = response.headers.get("Docker-Content-Digest", "")
-    if not re.fullmatch(r"sha256:[0-9a-f]{64}", found):
-        raise FetchError(f"image {image}: {url} sent no Docker-Content-Digest header")
-    return found
+    return Client(http).digest(image)
 
 
 def _token(challenge: str, http: Http, login: tuple[str, str] | None = None) -> str:
@@ -99,13 +84,28 @@ def login(registry: str, environ: Mapping[str, str] = os.environ) -> tuple[str, 
     return None
 
 
-class Stored:
-    """Images of one registry, asked whether they are there whole (the stage cache)."""
+class Client:
+    """The distribution API of registries, with the login each one asks for: anonymous,
+    docker login's basic credentials, or a bearer token per repository (negotiated once)."""
 
     def __init__(self, http: Http, environ: Mapping[str, str] = os.environ) -> None:
         self.http = http
         self.environ = environ
-        self._auth: dict[str, str] = {}  # registry -> Authorization header, once negotiated
+        self._auth: dict[tuple[str, str], str] = {}  # (registry, repository) -> Authorization
+
+    def digest(self, image: str) -> str:
+        """The digest ``image`` (``registry/name:tag``) points to now: ``sha256:<64 hex>``."""
+        ref = Reference.parse(image)
+        url = f"{ref.base_url}/manifests/{ref.tag}"
+        response = self._get(ref, url, {"Accept": _ACCEPT})
+        if response.status_code == 404:
+            raise FetchError(f"image {image}: no such tag in {ref.registry}")
+        if response.status_code != 200:
+            raise FetchError(f"image {image}: {url} answered HTTP {response.status_code}")
+        found = response.headers.get("Docker-Content-Digest", "")
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", found):
+            raise FetchError(f"image {image}: {url} sent no Docker-Content-Digest header")
+        return str(found)
 
     def has(self, image: str) -> bool:
         """Whether ``image`` (registry/name:tag) is there whole: its manifest, and every blob
@@ -126,7 +126,8 @@ class Stored:
 
     def _get(self, ref: Reference, url: str, headers: dict[str, str], head: bool = False) -> Any:
         ask = self.http.head if head else self.http.get
-        known = self._auth.get(ref.registry)
+        where = (ref.registry, ref.repository)
+        known = self._auth.get(where)
         response = ask(url, {**headers, "Authorization": known} if known else headers)
         if response.status_code != 401:
             return response
@@ -138,7 +139,7 @@ class Stored:
                     f"{ref.registry} asks for a login; run `docker login {ref.registry}`"
                 )
             pair = base64.b64encode(":".join(user).encode()).decode()
-            self._auth[ref.registry] = f"Basic {pair}"
-        else:
-            self._auth[ref.registry] = f"Bearer {_token(challenge, self.http, user)}"
-        return ask(url, {**headers, "Authorization": self._auth[ref.registry]})
+            self._auth[where] = f"Basic {pair}"
+        else:  # anonymous where no login is kept (Docker Hub's public images)
+            self._auth[where] = f"Bearer {_token(challenge, self.http, user)}"
+        return ask(url, {**headers, "Authorization": self._auth[where]})

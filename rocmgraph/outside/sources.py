@@ -30,7 +30,7 @@ from pathlib import Path
 
 from rocmgraph import failpoints
 from rocmgraph.errors import FetchError
-from rocmgraph.fsutil import build_dir
+from rocmgraph.fsutil import build_dir, owned
 from rocmgraph.outside import leftovers
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
@@ -289,7 +289,7 @@ class SourceCache:
 
     def _expand(self, name: str, source: GitSource) -> str:
         """A short id that is no branch or tag tip: fetch the history and ask git."""
-        with tempfile.TemporaryDirectory(prefix=leftovers.mine(name), dir=self.scratch) as tmp:
+        with tempfile.TemporaryDirectory(prefix=owned(name), dir=self.scratch) as tmp:
             work = Path(tmp)
             git("init", "--quiet", "--bare", str(work), timeout=60)
             self._fetch_all(Origin(name, self.url(source), source.commit), work)

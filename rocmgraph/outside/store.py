@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmgraph.errors import HashMismatch
-from rocmgraph.fsutil import sha256_file
+from rocmgraph.fsutil import owned, sha256_file
 from rocmgraph.outside import leftovers
 from rocmgraph.outside.http import Http
 
@@ -51,7 +51,7 @@ class Store:
         if sha256 and stored.is_file() and self._still(stored, sha256):
             return Stored(stored, sha256)
         tmp_dir = leftovers.scratch(self.root / "tmp")
-        fd, tmp_name = tempfile.mkstemp(prefix=leftovers.mine(name), dir=tmp_dir)
+        fd, tmp_name = tempfile.mkstemp(prefix=owned(name), dir=tmp_dir)
         os.close(fd)  # the download reopens it by name
         tmp = Path(tmp_name)
         try:

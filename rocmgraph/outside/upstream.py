@@ -18,8 +18,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from rocmgraph.errors import FetchError
-from rocmgraph.fsutil import build_dir
-from rocmgraph.outside import leftovers
+from rocmgraph.fsutil import build_dir, owned
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
 from rocmgraph.outside.sources import SourceCache, git_reason
@@ -58,7 +57,7 @@ class History:
         if not self.repo.is_dir():
             build_dir(self.repo, scratch, lambda work: self._fetch_into(work, url))
         else:
-            prefix = leftovers.mine(f"{self.name}.git")
+            prefix = owned(f"{self.name}.git")
             with tempfile.TemporaryDirectory(prefix=prefix, dir=scratch) as tmp:
                 self._fetch_into(Path(tmp), url, borrow=self.repo)
                 git("fetch", "--quiet", "--force", "--prune", "--prune-tags", tmp, *_REFSPECS,

@@ -44,6 +44,9 @@ def _options(variables: tasks.Variables) -> Options:
             cache=variables.text("cache"),
             cache_required=variables.flag("cache_required"),
             push=variables.flag("push"),
+            builders=tasks.hosts(variables.text("builders")),
+            builder=variables.text("builder"),
+            compile_cache=variables.text("compile_cache"),
         )
     )
 

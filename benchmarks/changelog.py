@@ -36,13 +36,12 @@ from pathlib import Path
 
 import stages
 from rocmgraph import estimate, linear, monolith, pinsedit
-from rocmgraph.build import pip_secret
+from rocmgraph.build import private_files, secret_texts
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.engine import BuildJob
 from rocmgraph.layout import ROOT
 from rocmgraph.outside import Outside
 from rocmgraph.pins import PinPath, Value
-from rocmgraph.recipe import PIP_SECRET
 from rocmgraph.run import Options, Run
 
 NAMESPACE = "verl-bench"
@@ -164,11 +163,11 @@ def file_build(way: str, pins: Path, arch: str, work: Path) -> tuple[float, int,
     if way == "linear":
         (context / "Dockerfile").write_text(linear.dockerfile(run), encoding="utf-8")
     ref = f"{NAMESPACE}-{way}:{arch}"
-    secrets = pip_secret(run.pins.python.index, work / "secrets")
-    with (work / f"{way}.out").open("w") as out, secrets as conf:
+    secrets = private_files(secret_texts(run, run.pins.python.index), work / "secrets")
+    with (work / f"{way}.out").open("w") as out, secrets as files:
         engine = outside.docker
         engine.out = out
-        engine.build(BuildJob(stage=way, ref=ref, context=context, secrets={PIP_SECRET: conf}))
+        engine.build(BuildJob(stage=way, ref=ref, context=context, secrets=files))
     elapsed = time.monotonic() - started
     log = (work / "logs" / f"{way}.log").read_text()
     counted = executed_steps(log) if way == "linear" else executed_stages(log)

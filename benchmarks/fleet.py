@@ -36,7 +36,7 @@ from changelog import executed_stages
 
 import stages
 from rocmgraph import monolith, pinsedit
-from rocmgraph.build import pip_secret
+from rocmgraph.build import private_files, secret_texts
 from rocmgraph.demo.machine import DOCKER, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.demo.serve import Registry
@@ -75,10 +75,10 @@ def monolith_build(
     outside = Outside(logs=work / "logs", network="host")
     context = monolith.prepare(run, outside.engine, outside, work / "context")
     started = time.monotonic()
-    with pip_secret(run.pins.python.index, work / "secrets") as conf:
+    with private_files(secret_texts(run, run.pins.python.index), work / "secrets") as files:
         result = subprocess.run(
             [DOCKER, "build", "--progress=plain", "--network=host", "--tag", ref,
-             "--secret", f"id={PIP_SECRET},src={conf}", *flags, str(context)],
+             "--secret", f"id={PIP_SECRET},src={files[PIP_SECRET]}", *flags, str(context)],
             capture_output=True, text=True, check=False,
             env={**os.environ, "DOCKER_BUILDKIT": "1", **env},
         )  # fmt: skip

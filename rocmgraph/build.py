@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +22,9 @@ from rocmgraph import failpoints, records, statelock
 from rocmgraph.engine import BuildJob, Engine
 from rocmgraph.errors import CacheError, GraphToolError
 from rocmgraph.fsutil import owned
+from rocmgraph.ledger import LEDGER, Entry, Status
 from rocmgraph.outside import Outside, credentials, leftovers
-from rocmgraph.recipe import PIP_SECRET, parent_arg
+from rocmgraph.recipe import CCACHE_SECRET, PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
 if TYPE_CHECKING:
@@ -36,9 +37,9 @@ KEY_LABEL = "org.verl-rocm-graph.key"  # every stage image says its key; a pull 
 # Shared caches that did not answer in this run: said once, then built past.
 _SILENT: set[str] = set()
 _SILENT_LOCK = threading.Lock()
-# Pushes to the shared cache run in one background thread while later stages build.
-_PUSHES: list[Future[None]] = []
-_UNPUSHED: list[str] = []  # stages whose push failed, for the run's last word
+# Pushes to the shared cache run in one background thread while later stages build; by the
+# cached ref they push, so a builder that needs one as a parent waits for it.
+_PUSHES: dict[str, Future[None]] = {}
 _PUSHES_LOCK = threading.Lock()
 
 
@@ -65,12 +66,23 @@ def is_cached(run: Run, outside: Outside, name: str) -> bool:
                 f"the stage cache {run.cache} does not answer ({exc}); cache_required=1 "
                 "forbids building past it: check the registry, or drop cache_required"
             ) from None
-        with _SILENT_LOCK:
-            said = run.cache in _SILENT
-            _SILENT.add(run.cache)
-        if not said:
+        if run.options.builders:
+            raise CacheError(
+                f"the stage cache {run.cache} does not answer ({exc}); builders= passes "
+                "stages between the builders through it: check the registry, or build "
+                "without builders="
+            ) from None
+        if _silence(run):
             _warn(f"the stage cache {run.cache} does not answer ({exc}); building here")
         return False
+
+
+def _silence(run: Run) -> bool:
+    """Ask the shared cache nothing more in this run; True the first time (to say why)."""
+    with _SILENT_LOCK:
+        said = run.cache in _SILENT
+        _SILENT.add(run.cache)
+    return not said
 
 
 def is_done(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
@@ -94,6 +106,7 @@ def ensure_local(run: Run, engine: Engine, outside: Outside, name: str) -> None:
     cache, or built (its parents made local the same way)."""
     if is_built(run, engine, name):
         return
+    _pushed(run, name)  # built by another builder of this run: shared once its push ends
     if is_cached(run, outside, name) and _pull(run, engine, name):
         return
     build_stage(run, engine, outside, name)
@@ -111,6 +124,7 @@ def _pull(run: Run, engine: Engine, name: str) -> bool:
     label = engine.labels(cached).get(KEY_LABEL, "")
     if label == key:
         engine.tag(cached, run.ref(name))
+        LEDGER.record(name, Entry(Status.PULLED))
     engine.untag(cached)  # the stage's own tag keeps the image
     if label != key:
         _warn(
@@ -124,7 +138,15 @@ def _push_soon(run: Run, engine: Engine, name: str) -> None:
     """Push stage ``name`` in the background, one push at a time: the stages after it build
     meanwhile (``pushes_done`` waits for them all)."""
     with _PUSHES_LOCK:
-        _PUSHES.append(_pusher().submit(_push, run, engine, name))
+        _PUSHES[run.cached_ref(name)] = _pusher().submit(_push, run, engine, name)
+
+
+def _pushed(run: Run, name: str) -> None:
+    """Wait for this run's push of stage ``name``, if one was begun."""
+    with _PUSHES_LOCK:
+        push = _PUSHES.get(run.cached_ref(name)) if run.cache else None
+    if push is not None:
+        push.result()
 
 
 @functools.cache
@@ -135,28 +157,34 @@ def _pusher() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="push")
 
 
-def pushes_done() -> None:
+def pushes_done(run: Run) -> None:
     """Wait for every push begun so far (the image is shared once its run ends)."""
     with _PUSHES_LOCK:
-        pending = list(_PUSHES)
+        pending = list(_PUSHES.values())
         _PUSHES.clear()
     for push in pending:
         push.result()  # _push says its own failures: none is raised
-    if _UNPUSHED:
-        _warn(f"not shared (their pushes failed): {', '.join(sorted(_UNPUSHED))}")
+    if run.cache and LEDGER.not_shared():
+        print(f"not shared through {run.cache}: {', '.join(LEDGER.not_shared())}")
 
 
 def _push(run: Run, engine: Engine, name: str) -> None:
-    """Share what was built; a push that fails fails nothing (said, and the next build of
-    the key elsewhere builds it again)."""
+    """Share what was built; a push that fails fails nothing: it is said once, and the
+    cache is not asked again in this run (the next build of the key elsewhere builds it)."""
     cached = run.cached_ref(name)
+    if not _cache_answers(run):
+        LEDGER.shared(name, False)  # the cache stopped answering after this push was begun
+        return
     try:
         engine.tag(run.ref(name), cached)
         engine.push(cached)
         print(f"pushed {name} {run.keys[name].short} to {run.cache}")
+        LEDGER.shared(name, True)
     except GraphToolError as exc:
-        _warn(f"stage {name} was built but not pushed to {run.cache} ({exc})")
-        _UNPUSHED.append(name)
+        LEDGER.shared(name, False)
+        if _silence(run):
+            _warn(f"stage {name} was built but not pushed to {run.cache} ({exc}); pushing "
+                  "nothing more in this run")  # fmt: skip
     finally:
         with contextlib.suppress(GraphToolError):
             engine.untag(cached)
@@ -193,6 +221,8 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
         _build(run, engine, outside, name)
     if _cache_answers(run):
         _push_soon(run, engine, name)
+    elif run.cache:
+        LEDGER.shared(name, False)  # the cache stopped answering: built, and kept here
     return True
 
 
@@ -221,7 +251,7 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
     records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
     started = time.time()
     index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
-    with pip_secret(index, run.state_dir / "secrets") as pip_conf:
+    with private_files(secret_texts(run, index), run.state_dir / "secrets") as secrets:
         job = BuildJob(
             stage=name,
             ref=run.ref(name),
@@ -231,8 +261,8 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
                 **{BUILD_ARGS[name]: run.variables[name] for name, _ in stage.variables},
             },
             labels=labels(run, name),
-            secrets={PIP_SECRET: pip_conf},
-            hide=(index,),  # its password, should pip ever print it
+            secrets=secrets,
+            hide=(index, run.compile_cache),  # their passwords, should a tool ever print them
             config_from=run.ref(stage.parents[0]) if stage.squash else "",
             drop_env=stage.drop_env,
         )
@@ -242,18 +272,29 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
 
 
+def secret_texts(run: Run, index: str) -> dict[str, str]:
+    """The BuildKit secrets of a build, id -> text: pip's configuration (``index``, its login
+    included) and, with a shared compile cache, ccache's (local hits are shared too)."""
+    texts = {PIP_SECRET: f"[global]\nindex-url = {index}\n"}
+    if run.compile_cache:
+        texts[CCACHE_SECRET] = f"remote_storage = {run.compile_cache}\nreshare = true\n"
+    return texts
+
+
 @contextlib.contextmanager
-def pip_secret(index: str, folder: Path) -> Iterator[Path]:
-    """pip's configuration (``index``, its login included), in a private file under
-    ``folder`` (outside any build context), for this build only. A run killed before it
-    could remove its file leaves it behind: each new one first removes those of runs that
-    are gone (by the pid in the folder's name), never a live run's."""
+def private_files(texts: Mapping[str, str], folder: Path) -> Iterator[dict[str, Path]]:
+    """Each of ``texts`` (name -> text) in a private file under ``folder`` (outside any
+    build context), for one build only. A run killed before it could remove its files
+    leaves them behind: each new one first removes those of runs that are gone (by the
+    pid in the folder's name), never a live run's."""
     folder = leftovers.scratch(folder)
-    with tempfile.TemporaryDirectory(prefix=owned("pip"), dir=folder) as scratch:
-        path = Path(scratch) / "pip.conf"
-        path.touch(mode=0o600)  # private before the index (and a login) is written to it
-        path.write_text(f"[global]\nindex-url = {index}\n")
-        yield path
+    with tempfile.TemporaryDirectory(prefix=owned("secrets"), dir=folder) as scratch:
+        files = {}
+        for name, text in texts.items():
+            path = files[name] = Path(scratch) / name
+            path.touch(mode=0o600)  # private before a login is written to it
+            path.write_text(text)
+        yield files
 
 
 def labels(run: Run, name: str) -> dict[str, str]:
@@ -282,7 +323,7 @@ def tag_final(run: Run, engine: Engine, outside: Outside) -> str:
     """Tag the final stage's image with the image's friendly name (pulled from the shared
     cache first, if only the cache has it); that name."""
     ensure_local(run, engine, outside, run.graph.final)
-    pushes_done()  # what the run built is shared before it says the image is done
+    pushes_done(run)  # what the run built is shared before it says the image is done
     alias = run.friendly_tag()
     engine.tag(run.ref(run.graph.final), alias)
     if run.options.push and run.cache:

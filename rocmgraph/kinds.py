@@ -402,6 +402,36 @@ DATE = Kind("date", _date, 'write a date of the calendar, e.g. "2026-07-20"')
 SIZE = Kind("size", _regex(r"[0-9]+[KMGT]?", "a size such as 50G"), 'write e.g. "50G"')
 
 
+COMPILE_CACHE_SCHEMES = ("redis", "redis+unix", "http", "https")
+
+
+def _compile_cache(value: str) -> str | None:
+    """A remote storage ccache can use (its remote_storage), without a password: one is
+    given on the command line (compile_cache=), never in the pins."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return f"{shown(value)} is not a URL (its host cannot be read)"
+    if parts.scheme not in COMPILE_CACHE_SCHEMES:
+        return f"{shown(value)} is not a storage ccache knows"
+    if parts.username is not None or parts.password is not None:
+        return f"{shown(value)} has credentials in it"
+    if not _port_ok(parts):
+        return f"{shown(value)} has no valid port"
+    if not (parts.hostname or (parts.scheme == "redis+unix" and parts.path)):
+        return f"{shown(value)} names no host"
+    return None
+
+
+COMPILE_CACHE = Kind(
+    "compile cache",
+    _compile_cache,
+    "write redis://<host>:6379, redis+unix:///<socket> or https://<host>/<path> "
+    "(a password goes on the command line: compile_cache=redis://:<password>@<host>)",
+    optional=True,
+)
+
+
 def optional(kind: Kind) -> Kind:
     """``kind``, or "" for a value that is not set (a tag a source has none of)."""
     return dataclasses.replace(kind, optional=True)

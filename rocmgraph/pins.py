@@ -93,6 +93,9 @@ class Build:
     archs: tuple[str, ...] = _kind(kinds.ARCH, example='"gfx942"')
     max_jobs: int = _bounded(1, 1024, "vLLM needs about 4 GiB per job")
     ccache_maxsize: str = _kind(kinds.SIZE, default="50G")
+    # ccache's remote storage, shared by the machines that build (redis://host:6379): a
+    # location, so a build that uses it makes the same image as one that does not.
+    compile_cache: str = _kind(kinds.COMPILE_CACHE, default="", location=True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,7 @@ from rocmgraph.layout import DOCKER
 from rocmgraph.pins import PinPath, Pins, format_table
 
 PIP_SECRET = "pip.conf"
+CCACHE_SECRET = "ccache.conf"
 
 
 def parent_arg(parent: str) -> str:
@@ -94,6 +95,10 @@ def _environment() -> jinja2.Environment:
     env.globals["pip"] = f"--mount=type=secret,id={PIP_SECRET}"
     env.globals["pip_secret"] = PIP_SECRET
     env.globals["pip_config"] = f"ARG PIP_CONFIG_FILE=/run/secrets/{PIP_SECRET}"
+    # A shared compile cache (ccache's remote storage) is a location, perhaps with a password:
+    # it too comes in as a secret, as ccache's system-wide configuration, for the RUNs that
+    # compile. Absent (no compile cache), the mount is skipped and ccache uses its own.
+    env.globals["ccache"] = f"--mount=type=secret,id={CCACHE_SECRET},target=/etc/ccache.conf"
     env.globals["smoke_args"] = _smoke_args
     env.filters.update(
         ref=lambda variable: "${" + variable + "}",

@@ -36,6 +36,9 @@ class Options:
     cache: str = ""  # the registry stage images are shared through; "": [cache].registry
     cache_required: bool = False  # a cache that does not answer fails the run (for CI)
     push: bool = False  # push the friendly tag to the cache too
+    builders: tuple[str, ...] = ()  # Docker hosts that build stages at once; (): the local engine
+    builder: str = ""  # the buildx builder builds run on ("": the engine's own BuildKit)
+    compile_cache: str = ""  # ccache's remote storage for source builds; "": [build].compile_cache
 
 
 class Run:
@@ -94,6 +97,11 @@ class Run:
         """The registry prefix stage images are shared through ("": none); the command line
         wins over the pins."""
         return self.options.cache or self.pins.cache.registry
+
+    @property
+    def compile_cache(self) -> str:
+        """ccache's shared remote storage ("": none); the command line wins over the pins."""
+        return self.options.compile_cache or self.pins.build.compile_cache
 
     def cached_ref(self, stage: str) -> str:
         """Where the image of ``stage`` is kept in the shared cache."""

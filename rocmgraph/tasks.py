@@ -14,6 +14,7 @@ commands reach (made here, passed down), and the demo profiles it serves.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import dbm
 import json
@@ -26,18 +27,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from doit import doit_cmd
 
 # The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
 # patch_status, plan) are imported by the action that runs them: doit imports this module on
 # every invocation, and a no-op build should not pay for what it never runs.
-from rocmgraph import build, kinds, recipe
+from rocmgraph import build, compilecache, kinds, recipe
 from rocmgraph.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
-from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut
+from rocmgraph.engine import Engine
+from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut, shown
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
+from rocmgraph.ledger import LEDGER, Entry, Status
 from rocmgraph.outside import Outside, default_cache, proc
 from rocmgraph.pins import load as load_pins
 from rocmgraph.report import Reporter, guarded
@@ -145,6 +149,41 @@ def _registry(name: str, value: str) -> None:
         )
 
 
+HOST_SCHEMES = ("unix", "tcp", "ssh", "npipe", "fd")  # what DOCKER_HOST takes
+
+
+def hosts(value: str) -> tuple[str, ...]:
+    """``builders=unix:///run/a.sock,ssh://build-2``: the Docker hosts, each as DOCKER_HOST
+    names one (raises VariableError)."""
+    found = tuple(host.strip() for host in value.split(",") if host.strip())
+    for host in found:
+        scheme = host.split("://", 1)[0] if "://" in host else ""
+        if scheme not in HOST_SCHEMES or not host.split("://", 1)[1]:
+            raise VariableError(
+                f"builders={cut(value)}: {cut(host)} is not a Docker host; write each as "
+                "DOCKER_HOST would, e.g. builders=unix:///run/a.sock,ssh://user@build-2"
+            )
+    if len(set(found)) != len(found):
+        raise VariableError(f"builders={cut(value)}: a host is named twice; name each once")
+    return found
+
+
+def _hosts(name: str, value: str) -> None:
+    hosts(value)
+
+
+def _compile_cache(name: str, value: str) -> None:
+    # A password may come here (never in the pins): checked without it, hidden in logs.
+    parts = urlsplit(value)
+    bare = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+    problem = kinds.COMPILE_CACHE.problem(bare)
+    if problem:
+        raise VariableError(
+            f"{name}={cut(value)}: {problem.removeprefix(shown(bare)).strip()}; "
+            f"{kinds.COMPILE_CACHE.fix_for(bare)}"
+        )
+
+
 def _any(name: str, value: str) -> None:
     """A value that only an action can check (a path, a commit)."""
 
@@ -179,6 +218,15 @@ VARIABLES: dict[str, Variable] = {
     ),
     "cache_required": Variable("1 fails the run when the cache does not answer, for CI", flag),
     "push": Variable("1 pushes the friendly tag to the cache too", flag),
+    "builders": Variable(
+        "Docker hosts that build stages at once (with doit -n N and cache=), comma-separated",
+        _hosts,
+    ),
+    "builder": Variable("the buildx builder to build on (docker buildx build --builder)"),
+    "compile_cache": Variable(
+        "ccache's shared remote storage, e.g. redis://host:6379; default [build].compile_cache",
+        _compile_cache,
+    ),
     "wait": Variable(
         "seconds a build waits for another run's build of the same stage; default no end", seconds
     ),
@@ -311,7 +359,12 @@ class Tasks:
         """What the commands of ``options`` reach beyond this process."""
         if options not in self._outside:
             logs = self.run(options).state_dir / "logs"
-            self._outside[options] = Outside(logs=logs, network=options.network or None)
+            self._outside[options] = Outside(
+                logs=logs,
+                network=options.network or None,
+                builders=options.builders,
+                builder=options.builder,
+            )
         return self._outside[options]
 
     def demo(self, profile: str) -> demo_profile.Demo:
@@ -536,7 +589,11 @@ class Tasks:
                     return True  # a stage the profile leaves out has nothing to build
                 if tagged:
                     return build.is_tagged(run, engine)
-                return build.is_done(run, engine, self.outside(options), stage)
+                done = build.is_done(run, engine, self.outside(options), stage)
+                if done:
+                    here = build.is_built(run, engine, stage)
+                    LEDGER.record(stage, Entry(Status.REUSED if here else Status.CACHED))
+                return done
             except GraphToolError:
                 return False  # the action runs and reports the error in one line
 
@@ -549,17 +606,44 @@ class Tasks:
         started = time.monotonic()
         with self._building_lock:
             self._building.add(stage)
+        builder = ""
         try:
-            built = build.build_stage(run, outside.engine, outside, stage)
+            with self._engine_for(run, outside, stage) as (engine, builder):
+                built = build.build_stage(run, engine, outside, stage)
         except GraphToolError:
+            LEDGER.record(stage, Entry(Status.FAILED, time.monotonic() - started, builder))
             if self.interrupted:  # the interrupt stopped it: said already, in one line
                 return
             raise
         finally:
             with self._building_lock:
                 self._building.discard(stage)
-        if built:
-            print(f"built {stage} {run.keys[stage].short} in {time.monotonic() - started:.1f} s")
+        if not built:
+            LEDGER.record(stage, Entry(Status.REUSED))
+            return
+        seconds = time.monotonic() - started
+        compiled = _compiled(outside, stage, run.keys[stage].key)
+        LEDGER.record(stage, Entry(Status.BUILT, seconds, builder, str(compiled or "")))
+        where = f" on {builder}" if builder else ""
+        how = f" ({compiled})" if compiled else ""
+        print(f"built {stage} {run.keys[stage].short} in {seconds:.1f} s{where}{how}")
+
+    @contextlib.contextmanager
+    def _engine_for(self, run: Run, outside: Outside, stage: str) -> Iterator[tuple[Engine, str]]:
+        """The engine that builds ``stage``, and its name if it is a builder (builders=): the
+        local one, or the builder the pool picks."""
+        if not run.options.builders:
+            yield outside.engine, ""
+            return
+        if not run.cache:
+            raise VariableError(
+                f"builders= passes stages between the builders through a stage cache, and "
+                f"{run.options.pins} names none: add cache=<registry>/<path>, or set "
+                "[cache].registry"
+            )
+        parents = [run.ref(parent) for parent in run.graph[stage].parents]
+        with outside.pool.builder_for(parents) as builder:
+            yield builder.engine, builder.name
 
     def on_interrupt(self) -> None:
         """Ctrl-C (SIGINT) stops the running builds and ends the run with one line and exit
@@ -588,6 +672,18 @@ class Tasks:
         outside = self.outside(options)
         alias = build.tag_final(run, outside.engine, outside)
         print(f"tagged {alias} = {run.ref(run.graph.final)}")
+        final = run.keys[run.graph.final].key
+        LEDGER.write(run.state_dir / "build.json", alias, final, run.cache)
+
+
+def _compiled(outside: Outside, stage: str, key: str) -> compilecache.Stats | None:
+    """What ccache did in the build of ``stage`` (its log says); None if it compiled nothing."""
+    from rocmgraph.outside.docker import stage_log
+
+    try:
+        return compilecache.from_log(stage_log(outside.logs, stage, key).read_text())
+    except OSError:
+        return None  # the log went (another run keeps only so many): nothing to say
 
 
 def _in_profile(run: Run, name: str) -> Stage:

@@ -3,8 +3,13 @@ real Docker engines (the second one as another machine: rocmgraph/demo/machine.p
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
+import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +19,20 @@ from demo_e2e import built, copy_of_demo, docker
 from test_faults import other_verl_commit
 
 import stages
+from rocmgraph import failpoints
 from rocmgraph.demo.machine import DOCKER, images, second_engine
+from rocmgraph.demo.profile import DEMO_ROOT
 from rocmgraph.demo.serve import Registry
+from rocmgraph.layout import ROOT
+from rocmgraph.outside import proc
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.registry import Client
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 GRAPH = stages.graph()
 PORT = 38472
+REDIS_PORT = 38473
+LOCAL = "unix:///var/run/docker.sock"  # engine A, as bootstrap.sh starts it
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +42,29 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"127.0.0.1:{PORT}/fleet-{time.time_ns()}"  # a cache no run filled before
     finally:
         served.stop()
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Debian's redis-server on 127.0.0.1: the shared compile cache."""
+    folder = tmp_path_factory.mktemp("redis")
+    server = proc.spawn(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(REDIS_PORT), "--save", "",
+         "--appendonly", "no", "--dir", str(folder)],
+        log=folder / "redis.log",
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", REDIS_PORT)):
+                break
+            assert server.poll() is None, (folder / "redis.log").read_text()
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{REDIS_PORT}"
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +122,33 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     assert stages_on_b == {"slim", *GRAPH["assemble"].parents, "assemble", "manifest"}
 
 
+def test_two_builders_split_the_stages_that_do_not_need_each_other(
+    tmp_path: Path, registry: str, machine_b: dict[str, str]
+) -> None:
+    world = copy_of_demo(tmp_path)
+    world.edit(["build", "max_jobs"], 3)  # an input of every source build, apart from each other
+    plan = world.plan()
+    to_build = {name for name, stage in plan.items() if stage["status"] == "not built"}
+    assert {"vllm", "sglang", "causal_conv1d"} <= to_build
+    b = machine_b["DOCKER_HOST"]
+    hosts = {LOCAL: {}, b: machine_b}
+    result = world.build("gfx942", "-n", "2", f"cache={registry}", f"builders={LOCAL},{b}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    where = dict(
+        re.findall(r"^built (\w+) [0-9a-f]{12} in [0-9.]+ s on (\S+)", result.stdout, re.M)
+    )
+    assert set(where) == to_build
+    assert set(where.values()) == set(hosts)  # both built
+    for stage, host in where.items():
+        assert str(plan[stage]["image"]) in images(hosts[host])  # each holds what it built
+        log = (world.pins.parent / ".build" / "logs" / f"{stage}.log").read_text()
+        assert log.startswith(f"$ DOCKER_HOST={host} ")
+    assert pushed(result) == to_build  # every stage went through the cache
+    # The image is tagged on the engine doit runs against (the first), pulled if B built it.
+    final = str(plan["manifest"]["image"])
+    assert {final, "verl-e2e:gfx942"} <= images({})
+
+
 def test_a_cached_image_whose_key_label_lies_is_refused_and_built_here(
     tmp_path: Path, registry: str, machine_b: dict[str, str]
 ) -> None:
@@ -121,3 +182,72 @@ def test_a_cache_that_does_not_answer_is_said_once_and_built_past(tmp_path: Path
     assert warnings[0].endswith("); building here")
     assert "manifest" in built(result)
     assert pushed(result) == set()  # no push is tried past a cache that does not answer
+
+
+def test_a_small_change_built_on_b_takes_what_a_compiled_from_the_shared_compile_cache(
+    tmp_path: Path, registry: str, machine_b: dict[str, str], redis: str
+) -> None:
+    # A variable ccache does not hash, in the pinned build's command: keys no run built before,
+    # and BuildKit's own cache not used (it would skip the compile).
+    run = time.time_ns()
+    a = copy_of_demo(tmp_path / "a")
+    a.edit(["sources", "vllm", "env"], {"DEMO_BUILT_BY": f"a-{run}"})
+    first = a.build("gfx942", f"compile_cache={redis}", target="build:vllm")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    assert "vllm" in built(first)
+
+    # B has never compiled anything (its BuildKit cache, ccache's local one, is emptied):
+    # a one-file change of the C extension compiles that file alone.
+    on_b(machine_b, "builder", "prune", "--all", "--force")
+    b = copy_of_demo(tmp_path / "b")
+    b.edit(["sources", "vllm", "env"], {"DEMO_BUILT_BY": f"b-{run}"})
+    commits = json.loads((DEMO_ROOT / "fixtures" / "built.json").read_text())["commits"]["vllm"]
+    b.edit(["sources", "vllm", "commit"], commits[1])  # csrc/ops_b.c changed, ops_a.c not
+    second = b.build("gfx942", f"cache={registry}", f"compile_cache={redis}", target="build:vllm",
+                     env=machine_b)  # fmt: skip
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
+    line = next(line for line in second.stdout.splitlines() if line.startswith("built vllm "))
+    assert line.endswith(" s (ccache 1 hit (1 shared), 1 miss)"), line
+    log = (b.pins.parent / ".build" / "logs" / "vllm.log").read_text()
+    assert re.search(r"Remote storage:\n#\d+ [0-9.]+ +Hits: +1 / +2", log), log[-3000:]
+    assert redis.split("//")[1] not in log  # a location, in a secret: in no command or output
+
+
+def test_a_registry_that_stops_mid_build_costs_one_warning(tmp_path: Path) -> None:
+    served = Registry(tmp_path / "registry", PORT + 2)
+    cache = f"127.0.0.1:{PORT + 2}/stops"
+    world = copy_of_demo(tmp_path / "world")
+    resume, out, err = tmp_path / "resume", tmp_path / "out", tmp_path / "err"
+    argv = [sys.executable, "-m", "doit", "build:image", "profile=demo", f"pins={world.pins}",
+            "arch=gfx942", f"cache={cache}", f"commit_tag=stops-{time.time_ns()}"]  # fmt: skip
+    env = {**os.environ, failpoints.ENV: "tagged", failpoints.RESUME_ENV: str(resume)}
+    with out.open("w") as stdout, err.open("w") as stderr:
+        run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=stdout, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 240  # the manifest is built, not yet pushed
+            while "failpoint tagged" not in err.read_text():
+                assert run.poll() is None, err.read_text()
+                assert time.monotonic() < deadline, err.read_text()
+                time.sleep(0.2)
+            served.stop()
+            resume.touch()
+            assert run.wait(240) == 0, out.read_text()[-3000:] + err.read_text()
+        finally:
+            if run.poll() is None:
+                run.kill()
+    warnings = [line for line in err.read_text().splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, err.read_text()
+    # Said by whichever asked it first: a push, or the question whether a stage is cached.
+    assert re.fullmatch(
+        rf"warning: (stage \w+ was built but not pushed to {cache} \(.*\); pushing nothing "
+        rf"more in this run|the stage cache {cache} does not answer \(.*\); building here)",
+        warnings[0],
+    ), warnings[0]
+    said = re.search(rf"^not shared through {cache}: (.*)$", out.read_text(), re.MULTILINE)
+    assert said, out.read_text()[-3000:]
+    not_shared = said.group(1).split(", ")
+    assert "manifest" in not_shared
+    report = json.loads((world.pins.parent / ".build" / "build.json").read_text())
+    assert report["not_shared"] == not_shared
+    assert report["stages"]["manifest"]["status"] == "built"
+    assert report["image"] == "verl-e2e:gfx942"

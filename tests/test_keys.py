@@ -130,6 +130,7 @@ def mutated(leaf: Leaf) -> Any:
         kinds.SEPARATOR: "space" if value != "space" else "comma",
         kinds.ABS_PATH: "/opt/elsewhere",
         kinds.LINK_PATH: "site:elsewhere/amdsmi",
+        kinds.COMPILE_CACHE: "redis://ccache.example.org:6379",
     }
     new = f"{value}x"
     if kind is not None:  # the sample of its kind, optional or not

@@ -28,10 +28,10 @@ from conftest import ROOT
 CORE = {
     f"rocmgraph.{name}"
     for name in [
-        "archs", "dockerfile_audit", "dockerfile_syntax", "engine", "errors", "expand",
-        "estimate", "explain", "failpoints", "fsutil", "graph", "imageconfig", "keys", "kinds",
-        "layout", "pins", "pinsedit", "pipargs", "plan", "provenance", "recipe", "records", "run",
-        "shell", "spelling",
+        "archs", "compilecache", "dockerfile_audit", "dockerfile_syntax", "engine", "errors",
+        "expand", "estimate", "explain", "failpoints", "fsutil", "graph", "imageconfig", "keys",
+        "kinds", "layout", "ledger", "pins", "pinsedit", "pipargs", "plan", "pool", "provenance",
+        "recipe", "records", "run", "shell", "spelling",
     ]
 }  # fmt: skip
 # What no core module may use, even from the standard library: it reaches beyond.

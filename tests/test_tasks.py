@@ -83,8 +83,8 @@ def test_build_runs_parents_first() -> None:
 # ------------------------------------------------------ command-line variables
 
 KNOWN = (
-    "arch, cache, cache_required, check, commit_tag, dockerfile, dry, force, format, jobs, locked, "
-    "network, pins, profile, push, to, wait"
+    "arch, builder, builders, cache, cache_required, check, commit_tag, compile_cache, dockerfile, "
+    "dry, force, format, jobs, locked, network, pins, profile, push, to, wait"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "
@@ -130,6 +130,27 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         {"cache": "Registry.example.org//verl"},
         "cache=Registry.example.org//verl: is not a docker image name (lower-case words joined "
         "by . _ -); write cache=<registry>/<path>, e.g. cache=registry.example.org/verl-rocm",
+    ),
+    "builders, not hosts": (
+        {"builders": "unix:///run/a.sock,build-2"},
+        "builders=unix:///run/a.sock,build-2: build-2 is not a Docker host; write each as "
+        "DOCKER_HOST would, e.g. builders=unix:///run/a.sock,ssh://user@build-2",
+    ),
+    "builders, one twice": (
+        {"builders": "ssh://b,ssh://b"},
+        "builders=ssh://b,ssh://b: a host is named twice; name each once",
+    ),
+    "compile cache, not one ccache knows": (
+        {"compile_cache": "memcached://host:11211"},
+        "compile_cache=memcached://host:11211: is not a storage ccache knows; write "
+        "redis://<host>:6379, redis+unix:///<socket> or https://<host>/<path> (a password goes "
+        "on the command line: compile_cache=redis://:<password>@<host>)",
+    ),
+    "compile cache, its password not repeated": (
+        {"compile_cache": "redis://:s3cret@cache:99999"},
+        "compile_cache=redis://***@cache:99999: has no valid port; write redis://<host>:6379, "
+        "redis+unix:///<socket> or https://<host>/<path> (a password goes on the command line: "
+        "compile_cache=redis://:<password>@<host>)",
     ),
     "wait": ({"wait": "soon"}, "wait=soon: not a number of seconds; write wait=0, wait=30, ..."),
     "negative wait": (

@@ -22,6 +22,7 @@ from rocmgraph.outside.http import Http
 from rocmgraph.outside.sources import Mirrors, SourceCache
 from rocmgraph.outside.store import Store
 from rocmgraph.pins import Pins
+from rocmgraph.pool import Builder, Pool
 
 if TYPE_CHECKING:
     from rocmgraph.outside.registry import Client
@@ -46,6 +47,8 @@ class Outside:
     http: Http = field(default_factory=Http)
     logs: Path = Path(".build/logs")  # where the engine keeps each stage's build log
     network: str | None = None  # `docker build --network`; None: $VERL_GRAPH_NETWORK
+    builders: tuple[str, ...] = ()  # Docker hosts that build at once (builders=); (): none
+    builder: str = ""  # the buildx builder every build runs on (builder=); "": none
 
     def sources(self, pins: Pins) -> SourceCache:
         """The source cache, fetching through the mirrors ``pins`` name."""
@@ -66,7 +69,21 @@ class Outside:
     @functools.cached_property
     def docker(self) -> DockerEngine:
         """The local Docker engine, connected now (the demo drives it beyond builds)."""
-        return DockerEngine.connect(self.logs, self.network, self.cache / "docker-client.json")
+        return self._connect("")
+
+    def _connect(self, host: str) -> DockerEngine:
+        memo = self.cache / "docker-client.json"
+        return DockerEngine.connect(self.logs, self.network, memo, host=host, builder=self.builder)
+
+    @functools.cached_property
+    def pool(self) -> Pool:
+        """The builders (builders=), each connected when first asked something."""
+        return Pool(
+            [
+                Builder(host, Deferred(functools.partial(self._connect, host)))
+                for host in self.builders
+            ]
+        )
 
     @functools.cached_property
     def engine(self) -> Engine:

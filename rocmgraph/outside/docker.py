@@ -42,9 +42,16 @@ class Client:
     version: str
     buildx: bool
 
-    def build_argv(self) -> list[str]:
+    def build_argv(self, builder: str = "") -> list[str]:
+        """How this client starts a BuildKit build (on buildx's ``builder``, if named)."""
         if self.buildx:
-            return [self.path, "buildx", "build", "--load"]
+            return [self.path, "buildx", "build", *(["--builder", builder] if builder else []),
+                    "--load"]  # fmt: skip
+        if builder:
+            raise EngineError(
+                f"builder={builder} names a buildx builder, but {self.path} {self.version} has no "
+                "buildx: install docker-buildx, or drop builder= to build on the engine itself"
+            )
         return [self.path, "build"]
 
 
@@ -147,36 +154,59 @@ class DockerEngine:
         log_dir: Path,
         network: str = "",
         out: TextIO | None = None,
+        *,
+        host: str = "",
+        builder: str = "",
     ) -> None:
         self.client = client
         self.log_dir = log_dir
         self.network = network
         self.out = out or sys.stdout
+        # The engine, as DOCKER_HOST names it ("": the client's own choice), and the buildx
+        # builder its builds run on ("": the engine's own BuildKit).
+        self.host = host
+        self.builder = builder
         self._tags: dict[str, str] | None = None
 
     @classmethod
     def connect(
-        cls, log_dir: Path, network: str | None = None, memo: Path | None = None
+        cls,
+        log_dir: Path,
+        network: str | None = None,
+        memo: Path | None = None,
+        host: str = "",
+        builder: str = "",
     ) -> DockerEngine:
         """An engine behind the first client that can build (the choice remembered in
         ``memo``, if given); the engine itself is asked only when first needed (an engine
         that does not answer fails that call)."""
         found = candidates()
         client = remembered_client(found, memo) if memo else find_client(found)
-        return cls(client, log_dir, os.environ.get(NETWORK_ENV, "") if network is None else network)
+        network = os.environ.get(NETWORK_ENV, "") if network is None else network
+        return cls(client, log_dir, network, host=host, builder=builder)
+
+    @property
+    def name(self) -> str:
+        """How a person names this engine: its DOCKER_HOST, or "local"."""
+        return self.host or "local"
+
+    def _environ(self) -> dict[str, str]:
+        """The environment the client runs in: pointed at this engine, if it names one."""
+        return {**os.environ, **({"DOCKER_HOST": self.host} if self.host else {})}
 
     # ------------------------------------------------------------ queries
 
     def _docker(self, *args: str) -> str:
         try:
-            return proc.run([self.client.path, *args], timeout=600).stdout
+            return proc.run([self.client.path, *args], timeout=600, env=self._environ()).stdout
         except CommandFailed as exc:
             if (
                 "Cannot connect to the Docker daemon" in exc.stderr
                 or "Is the docker daemon" in exc.stderr
             ):
+                where = f" at {self.host}" if self.host else ""
                 raise EngineError(
-                    f"cannot reach the Docker engine with {self.client.path} "
+                    f"cannot reach the Docker engine{where} with {self.client.path} "
                     f"({_last(exc.stderr)}); start it (dockerd, or systemctl start docker)"
                 ) from None
             raise
@@ -184,7 +214,7 @@ class DockerEngine:
     def tags(self) -> dict[str, str]:
         """Every tagged image: ``repo:tag`` -> image id (one call per run, kept up to date)."""
         if self._tags is None:
-            local = dockerapi.local_socket()
+            local = dockerapi.local_socket(self._environ())
             self._tags = dockerapi.image_tags(local) if local else None
         if self._tags is None:  # not a local engine, or one that does not answer: the CLI
             out = self._docker(
@@ -243,7 +273,7 @@ class DockerEngine:
         log_path = log_file(self.log_dir, job)
         if job.config_from:
             self._keep_config(job)
-        argv = [*self.client.build_argv(), "--progress=plain", "--tag", job.ref]
+        argv = [*self.client.build_argv(self.builder), "--progress=plain", "--tag", job.ref]
         if self.network:
             argv += ["--network", self.network]
         for secret, path in sorted(job.secrets.items()):
@@ -256,7 +286,8 @@ class DockerEngine:
         tail: deque[str] = deque(maxlen=15)
         redact = Redactor(os.environ, job.hide)
         with log_path.open("w", encoding="utf-8") as log:
-            log.write(f"$ {' '.join(argv)}\n")
+            where = f"DOCKER_HOST={self.host} " if self.host else ""
+            log.write(f"$ {where}{' '.join(argv)}\n")
 
             def on_line(line: str) -> None:
                 line = redact(line)
@@ -266,7 +297,7 @@ class DockerEngine:
                     self.out.write(f"[{job.stage}] {line}\n")
                     self.out.flush()
 
-            env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+            env = {**self._environ(), "DOCKER_BUILDKIT": "1"}
             returncode = proc.stream(argv, on_line, env=env)
             self._tags = None
             if returncode != 0:
@@ -312,8 +343,7 @@ def log_file(folder: Path, job: BuildJob) -> Path:
     """The log of ``job``'s build: one file per stage key, so runs that build one stage
     for two archs at once write apart; ``<stage>.log`` links to the one written last."""
     folder.mkdir(parents=True, exist_ok=True)
-    key = job.ref.rsplit(":", 1)[-1][:12]
-    path = folder / f"{job.stage}-{key}.log"
+    path = stage_log(folder, job.stage, job.ref.rsplit(":", 1)[-1])
     link = folder / f"{job.stage}.log"
     fresh = folder / f".{job.stage}.log.{os.getpid()}.{threading.get_ident()}"
     fresh.unlink(missing_ok=True)
@@ -323,6 +353,11 @@ def log_file(folder: Path, job: BuildJob) -> Path:
     for stale in [log for log in older if log != path][KEPT_LOGS - 1 :]:
         stale.unlink(missing_ok=True)
     return path
+
+
+def stage_log(folder: Path, stage: str, key: str) -> Path:
+    """The log of the build of ``stage`` at ``key``."""
+    return folder / f"{stage}-{key[:12]}.log"
 
 
 def _mtime(path: Path) -> float:

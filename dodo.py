@@ -47,6 +47,7 @@ def _options(variables: tasks.Variables) -> Options:
             builders=tasks.hosts(variables.text("builders")),
             builder=variables.text("builder"),
             compile_cache=variables.text("compile_cache"),
+            progress=variables.text("progress", "auto"),
         )
     )
 

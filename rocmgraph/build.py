@@ -24,6 +24,7 @@ from rocmgraph.errors import CacheError, GraphToolError
 from rocmgraph.fsutil import owned
 from rocmgraph.ledger import LEDGER, Entry, Status
 from rocmgraph.outside import Outside, credentials, leftovers
+from rocmgraph.progress import CONSOLE
 from rocmgraph.recipe import CCACHE_SECRET, PIP_SECRET, parent_arg
 from rocmgraph.run import Run
 
@@ -101,7 +102,7 @@ def _cache_answers(run: Run) -> bool:
     return bool(run.cache) and run.cache not in _SILENT
 
 
-def ensure_local(run: Run, engine: Engine, outside: Outside, name: str) -> None:
+def ensure_local(run: Run, engine: Engine, outside: Outside, name: str, where: str = "") -> None:
     """The image of stage ``name`` in ``engine``: there already, pulled from the shared
     cache, or built (its parents made local the same way)."""
     if is_built(run, engine, name):
@@ -109,7 +110,7 @@ def ensure_local(run: Run, engine: Engine, outside: Outside, name: str) -> None:
     _pushed(run, name)  # built by another builder of this run: shared once its push ends
     if is_cached(run, outside, name) and _pull(run, engine, name):
         return
-    build_stage(run, engine, outside, name)
+    build_stage(run, engine, outside, name, where)
 
 
 def _pull(run: Run, engine: Engine, name: str) -> bool:
@@ -124,7 +125,7 @@ def _pull(run: Run, engine: Engine, name: str) -> bool:
     label = engine.labels(cached).get(KEY_LABEL, "")
     if label == key:
         engine.tag(cached, run.ref(name))
-        LEDGER.record(name, Entry(Status.PULLED))
+        LEDGER.record(name, Entry(Status.PULLED, key=run.keys[name].short))
     engine.untag(cached)  # the stage's own tag keeps the image
     if label != key:
         _warn(
@@ -165,7 +166,7 @@ def pushes_done(run: Run) -> None:
     for push in pending:
         push.result()  # _push says its own failures: none is raised
     if run.cache and LEDGER.not_shared():
-        print(f"not shared through {run.cache}: {', '.join(LEDGER.not_shared())}")
+        CONSOLE.say(f"not shared through {run.cache}: {', '.join(LEDGER.not_shared())}")
 
 
 def _push(run: Run, engine: Engine, name: str) -> None:
@@ -178,7 +179,7 @@ def _push(run: Run, engine: Engine, name: str) -> None:
     try:
         engine.tag(run.ref(name), cached)
         engine.push(cached)
-        print(f"pushed {name} {run.keys[name].short} to {run.cache}")
+        CONSOLE.say(f"pushed {name} {run.keys[name].short} to {run.cache}")
         LEDGER.shared(name, True)
     except GraphToolError as exc:
         LEDGER.shared(name, False)
@@ -194,9 +195,10 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
-    """Build stage ``name`` on ``engine`` unless its image exists there (its inputs fetched
-    through ``outside``); True when it built."""
+def build_stage(run: Run, engine: Engine, outside: Outside, name: str, where: str = "") -> bool:
+    """Build stage ``name`` on ``engine`` (the builder named ``where``, if one of several)
+    unless its image exists there (its inputs fetched through ``outside``); True when it
+    built."""
     # Imported here, not above: what only a build needs (fetching, patching, locking: a
     # third of the import time) is not paid by a run that finds everything built.
     from rocmgraph.lock import check_locked
@@ -218,7 +220,7 @@ def build_stage(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
         if is_built(run, engine, name):
             return False
         _sweep_contexts(run, name, lock.name, me)
-        _build(run, engine, outside, name)
+        _build(run, engine, outside, name, where)
     if _cache_answers(run):
         _push_soon(run, engine, name)
     elif run.cache:
@@ -238,13 +240,14 @@ def _sweep_contexts(run: Run, name: str, keep: str, me: statelock.Holder) -> Non
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
+def _build(run: Run, engine: Engine, outside: Outside, name: str, where: str) -> None:
     from rocmgraph import context
 
     stage = run.graph[name]
     key = run.keys[name]
     for parent in stage.parents:  # built by this run, or pulled: only those a build needs
-        ensure_local(run, engine, outside, parent)
+        ensure_local(run, engine, outside, parent, where)
+    LEDGER.start(name, key.short, last_seconds(run, name), where)
     scratch = run.state_dir / "contexts" / f"{name}-{key.short}"
     context_dir = context.prepare(run, engine, outside, name, scratch)
     failpoints.reached("context")
@@ -265,11 +268,18 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str) -> None:
             hide=(index, run.compile_cache),  # their passwords, should a tool ever print them
             config_from=run.ref(stage.parents[0]) if stage.squash else "",
             drop_env=stage.drop_env,
+            on_line=functools.partial(LEDGER.saw, name),
         )
         engine.build(job)
     failpoints.reached("tagged")
     records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
+
+
+def last_seconds(run: Run, name: str) -> float | None:
+    """How long the last build of stage ``name`` here took (any key), if it is recorded."""
+    record = records.load(run.records_dir, name)
+    return record.seconds if record is not None and record.seconds else None
 
 
 def secret_texts(run: Run, index: str) -> dict[str, str]:
@@ -330,5 +340,5 @@ def tag_final(run: Run, engine: Engine, outside: Outside) -> str:
         shared = f"{run.cache}/{alias}"
         engine.tag(alias, shared)
         engine.push(shared)  # asked for: a failure fails the run
-        print(f"pushed {alias} to {shared}")
+        CONSOLE.say(f"pushed {alias} to {shared}")
     return alias

@@ -16,6 +16,7 @@ from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
 
 from rocmgraph.errors import GraphToolError, Unchecked, UsageError
+from rocmgraph.progress import CONSOLE
 
 
 class UserFailure(TaskFailed):  # type: ignore[misc]
@@ -75,22 +76,32 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
     """doit's console reporter, quiet for report tasks and terse for user errors."""
 
     def execute_task(self, task: Any) -> None:
-        # Tasks that print a report (plan, render) keep stdout for it alone.
+        # Tasks that print a report (plan, render) keep stdout for it alone; builds have
+        # the console (rocmgraph.progress).
         if not (task.meta or {}).get("quiet"):
             super().execute_task(task)
+
+    def skip_uptodate(self, task: Any) -> None:
+        if not (task.meta or {}).get("quiet"):
+            super().skip_uptodate(task)
 
     def __init__(self, outstream: Any, options: Any) -> None:
         super().__init__(outstream, options)
         self.usage = False
+        self.errors: list[str] = []  # said after the build's summary, where they are seen
 
     def add_failure(self, task: Any, fail: Any) -> None:
         if isinstance(fail, (UserFailure, UserUnchecked, UserUsage)):
             self.usage = self.usage or isinstance(fail, UserUsage)
-            sys.stderr.write(f"error: {fail.message}\n")
+            self.errors.append(f"error: {fail.message}\n")
             return
         super().add_failure(task, fail)
 
     def complete_run(self) -> None:
+        CONSOLE.end()
+        for error in self.errors:
+            sys.stderr.write(error)
+        sys.stderr.flush()
         super().complete_run()
         if self.usage:
             # doit's runner knows exit codes 1 and 2 only; a wrong command is 3, as doit's

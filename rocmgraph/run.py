@@ -39,6 +39,7 @@ class Options:
     builders: tuple[str, ...] = ()  # Docker hosts that build stages at once; (): the local engine
     builder: str = ""  # the buildx builder builds run on ("": the engine's own BuildKit)
     compile_cache: str = ""  # ccache's remote storage for source builds; "": [build].compile_cache
+    progress: str = "auto"  # the console: auto (live in a terminal, else lines), plain, quiet
 
 
 class Run:

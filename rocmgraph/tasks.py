@@ -34,16 +34,17 @@ from doit import doit_cmd
 # The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
 # patch_status, plan) are imported by the action that runs them: doit imports this module on
 # every invocation, and a no-op build should not pay for what it never runs.
-from rocmgraph import build, compilecache, kinds, recipe
+from rocmgraph import build, compilecache, kinds, progress, recipe
 from rocmgraph.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
 from rocmgraph.engine import Engine
 from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut, shown
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
-from rocmgraph.ledger import LEDGER, Entry, Status
+from rocmgraph.ledger import LEDGER, Entry, Final, Status
 from rocmgraph.outside import Outside, default_cache, proc
 from rocmgraph.pins import load as load_pins
+from rocmgraph.progress import CONSOLE
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
 from rocmgraph.spelling import closest
@@ -184,6 +185,14 @@ def _compile_cache(name: str, value: str) -> None:
         )
 
 
+def _progress(name: str, value: str) -> None:
+    if value not in progress.MODES:
+        raise VariableError(
+            f"{name}={cut(value)}: unknown progress; use progress=auto, progress=plain or "
+            "progress=quiet"
+        )
+
+
 def _any(name: str, value: str) -> None:
     """A value that only an action can check (a path, a commit)."""
 
@@ -223,6 +232,11 @@ VARIABLES: dict[str, Variable] = {
         _hosts,
     ),
     "builder": Variable("the buildx builder to build on (docker buildx build --builder)"),
+    "progress": Variable(
+        "auto (a live view in a terminal, else a line per event), plain (and every build's "
+        "output) or quiet (the summary and errors)",
+        _progress,
+    ),
     "compile_cache": Variable(
         "ccache's shared remote storage, e.g. redis://host:6379; default [build].compile_cache",
         _compile_cache,
@@ -570,6 +584,7 @@ class Tasks:
                 "task_dep": [f"build:{parent}" for parent in stage.parents],
                 "setup": setup,
                 "uptodate": [self._uptodate(options, stage.name)],
+                "meta": {"quiet": True},  # the console says what becomes of it
             }
         yield {
             "basename": "build",
@@ -579,6 +594,7 @@ class Tasks:
             "task_dep": [f"build:{final}"],
             "setup": setup,
             "uptodate": [self._uptodate(options, final, tagged=True)],
+            "meta": {"quiet": True},
         }
 
     def _uptodate(self, options: Options, stage: str, tagged: bool = False) -> Any:
@@ -588,7 +604,10 @@ class Tasks:
                 if stage not in run.graph.stages:
                     return True  # a stage the profile leaves out has nothing to build
                 if tagged:
-                    return build.is_tagged(run, engine)
+                    done = build.is_tagged(run, engine)
+                    if done:
+                        LEDGER.final = _final(run)
+                    return done
                 done = build.is_done(run, engine, self.outside(options), stage)
                 if done:
                     here = build.is_built(run, engine, stage)
@@ -603,15 +622,17 @@ class Tasks:
         run, outside = self.run(options), self.outside(options)
         if stage not in run.graph.stages or self.interrupted:
             return
+        self._watch(run, outside)
         started = time.monotonic()
         with self._building_lock:
             self._building.add(stage)
         builder = ""
         try:
             with self._engine_for(run, outside, stage) as (engine, builder):
-                built = build.build_stage(run, engine, outside, stage)
+                built = build.build_stage(run, engine, outside, stage, builder)
         except GraphToolError:
-            LEDGER.record(stage, Entry(Status.FAILED, time.monotonic() - started, builder))
+            key = run.keys[stage].short
+            LEDGER.record(stage, Entry(Status.FAILED, time.monotonic() - started, builder, key=key))
             if self.interrupted:  # the interrupt stopped it: said already, in one line
                 return
             raise
@@ -619,14 +640,28 @@ class Tasks:
             with self._building_lock:
                 self._building.discard(stage)
         if not built:
-            LEDGER.record(stage, Entry(Status.REUSED))
+            LEDGER.record(stage, Entry(Status.REUSED, key=run.keys[stage].short))
             return
         seconds = time.monotonic() - started
         compiled = _compiled(outside, stage, run.keys[stage].key)
-        LEDGER.record(stage, Entry(Status.BUILT, seconds, builder, str(compiled or "")))
-        where = f" on {builder}" if builder else ""
-        how = f" ({compiled})" if compiled else ""
-        print(f"built {stage} {run.keys[stage].short} in {seconds:.1f} s{where}{how}")
+        entry = Entry(
+            Status.BUILT, seconds, builder, str(compiled or ""), key=run.keys[stage].short
+        )
+        LEDGER.record(stage, entry)
+
+    def _watch(self, run: Run, outside: Outside) -> None:
+        """Open the console's view at the first build (a no-op opens none)."""
+        if CONSOLE.view is not None:
+            return
+        engine = outside.engine
+        expected = {}
+        for name in run.graph.order:
+            seconds = build.last_seconds(run, name)
+            if seconds and not build.is_built(run, engine, name):
+                expected[name] = seconds
+        LEDGER.stages = len(run.graph.order)
+        refs = {name: run.ref(name) for name in run.graph.order}
+        CONSOLE.begin(run.options.progress, expected, refs, _sizes(outside))
 
     @contextlib.contextmanager
     def _engine_for(self, run: Run, outside: Outside, stage: str) -> Iterator[tuple[Engine, str]]:
@@ -655,6 +690,7 @@ class Tasks:
             self.interrupted = True
             with self._building_lock:
                 stages = sorted(self._building)
+            CONSOLE.stop()  # the terminal is the shell's again
             proc.interrupt_all()
             what = (
                 f"stopped while building {', '.join(stages)}; only a build that finished is tagged"
@@ -670,10 +706,34 @@ class Tasks:
     def _tag_final(self, options: Options) -> None:
         run = self.run(options)
         outside = self.outside(options)
+        self._watch(run, outside)
         alias = build.tag_final(run, outside.engine, outside)
-        print(f"tagged {alias} = {run.ref(run.graph.final)}")
-        final = run.keys[run.graph.final].key
-        LEDGER.write(run.state_dir / "build.json", alias, final, run.cache)
+        CONSOLE.say(f"tagged {alias} = {run.ref(run.graph.final)}")
+        LEDGER.final = _final(run)
+        LEDGER.write(run.state_dir / "build.json", run.cache)
+
+
+def _final(run: Run) -> Final:
+    final = run.graph.final
+    return Final(
+        alias=run.friendly_tag(),
+        ref=run.ref(final),
+        key=run.keys[final].key,
+        manifest=f"{run.pins.image.workdir or run.pins.base.workdir}/.manifest",
+        report=str(run.state_dir / "build.json"),
+    )
+
+
+def _sizes(outside: Outside) -> progress.Sizes:
+    """An image's size on the local engine, or None (not there, or no engine answers)."""
+
+    def size(ref: str) -> int | None:
+        try:
+            return outside.docker.size(ref) if outside.engine.image_exists(ref) else None
+        except GraphToolError:
+            return None
+
+    return size
 
 
 def _compiled(outside: Outside, stage: str, key: str) -> compilecache.Stats | None:

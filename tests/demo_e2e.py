@@ -71,8 +71,40 @@ def docker(*args: str) -> str:
 
 
 def built(result: subprocess.CompletedProcess[str]) -> set[str]:
-    """The stages this run built (doit's '.  build:x' lines; '-- build:x' is up to date)."""
-    return set(re.findall(r"^\.  build:(\w+)$", result.stdout, re.MULTILINE)) - {"image"}
+    """The stages this run built (its `built <stage> <key> in <time>` lines)."""
+    return set(re.findall(r"^built (\w+) [0-9a-f]{12} in ", result.stdout, re.MULTILINE))
+
+
+def nothing_to_build(
+    result: subprocess.CompletedProcess[str], tag: str = "verl-e2e:gfx942"
+) -> bool:
+    """Whether a run was a no-op, and said so in one line, as a no-op does."""
+    return (
+        result.returncode == 0
+        and re.fullmatch(rf"nothing to build: {tag} is [0-9a-f]{{12}}\n", result.stdout) is not None
+    )
+
+
+MASKS = [
+    (re.compile(r"\b[0-9a-f]{64}\b"), "<key>"),
+    (re.compile(r"\b[0-9a-f]{12}\b"), "<key12>"),
+    (re.compile(r"\b\d+(\.\d+)? (s|min \d+ s)\b"), "<time>"),
+    (re.compile(r"\b\d+(\.\d+)? (B|kB|MB|GB)\b"), "<size>"),
+    (re.compile(r" \(ccache .*\)$"), ""),  # there when BuildKit's cache did not skip the compile
+    (re.compile(r"this run: \S+/build\.json"), "this run: <state>/build.json"),
+]
+
+
+def masked(text: str) -> list[str]:
+    """``text``'s lines with what changes from run to run (keys, times, sizes, ccache's
+    figures, paths) masked, and the spaces that align a table (by their widths) as one."""
+    lines = []
+    for line in text.splitlines():
+        shown = line
+        for pattern, mask in MASKS:
+            shown = pattern.sub(mask, shown)
+        lines.append(" ".join(shown.split()))
+    return lines
 
 
 def image_ids(namespace: str = "verl-e2e") -> dict[str, str]:

@@ -9,13 +9,18 @@ machine built before (demo_e2e.py).
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
+import pty
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tarfile
+import termios
 import threading
 import time
 from pathlib import Path
@@ -33,6 +38,8 @@ from demo_e2e import (
     labels,
     layers,
     manifest_file,
+    masked,
+    nothing_to_build,
     run_in,
     shell,
     size,
@@ -51,11 +58,32 @@ ARCH_INDEPENDENT = {s.name for s in GRAPH if not s.arch_dependent}
 SDK = f"{SITE}/_rocm_sdk_*"  # where the base keeps ROCm, as rocm/primus v26.4 does
 
 
+def cold_lines(order: list[str]) -> list[str]:
+    """The lines a cold build that built the stages in ``order`` gives a pipe, masked."""
+    return [
+        ". demo",
+        *(line for stage in order
+          for line in (f"building {stage} <key12>", f"built {stage} <key12> in <time>")),
+        "tagged verl-e2e:gfx942 = verl-e2e/manifest:<key>",
+        "stage status time size builder",
+        *(f"{stage} built <time> <size> -" for stage in order),
+        "image verl-e2e:gfx942 (<size>) = verl-e2e/manifest:<key>",
+        "its manifest: /workspace/.manifest in the image; this run: <state>/build.json",
+    ]  # fmt: skip
+
+
 def test_cold_build_makes_an_image_that_holds_what_every_stage_put_there(e2e: E2E) -> None:
     result = e2e.build()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert built(result) == set(GRAPH.order)
-    assert "tagged verl-e2e:gfx942 = verl-e2e/manifest:" in result.stdout
+    # What a pipe gets (progress=auto without a terminal): a line per event, in the order
+    # doit took the stages (parents first), then the summary.
+    order = re.findall(r"^building (\w+) ", result.stdout, re.MULTILINE)
+    assert sorted(order) == sorted(GRAPH.order)
+    assert all(
+        parent in order[:i] for i, stage in enumerate(order) for parent in GRAPH[stage].parents
+    )
+    assert masked(result.stdout) == cold_lines(order), "\n".join(masked(result.stdout))
     image = "verl-e2e:gfx942"
     facts = run_in(
         image,
@@ -320,7 +348,8 @@ def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> 
     assert lines[0] == "error: stage causal_conv1d: docker build failed (exit 1); its last lines:"
     assert lines[-1] == f"full log: {log.resolve()}"  # the stage key's own log, linked
     assert "no-such-dir" in failed.stderr
-    assert built(failed) == {"causal_conv1d"}
+    assert built(failed) == set()
+    assert re.search(r"^failed causal_conv1d [0-9a-f]{12} after ", failed.stdout, re.MULTILINE)
     assert image_ids() == before  # nothing tagged: the failed stage left no image
     e2e.edit(["sources", "causal_conv1d", "subdirs"], ["."])
     resumed = e2e.build()
@@ -334,7 +363,7 @@ def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2
     before = image_ids()
     process = subprocess.Popen(
         [sys.executable, "-m", "doit", "-n", "2", "build:image", f"profile={e2e.profile}",
-         f"pins={e2e.pins}", "arch=gfx942"],
+         f"pins={e2e.pins}", "arch=gfx942", "progress=plain"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # SIGINT to doit alone (a terminal's Ctrl-C reaches its group)
     )  # fmt: skip
@@ -377,7 +406,7 @@ def test_two_runs_at_once_take_turns_and_both_end_well(e2e: E2E) -> None:
         assert first.stdout is not None
         for line in first.stdout:
             lines.append(line)
-            if line.startswith("[vllm] "):  # it serves the demo and builds
+            if line.startswith("building "):  # it serves the demo and builds
                 building.set()
 
     reader = threading.Thread(target=read)
@@ -401,7 +430,7 @@ def test_two_runs_at_once_take_turns_and_both_end_well(e2e: E2E) -> None:
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
     assert re.search(rf"^waiting for {holds}$", second.stderr, re.MULTILINE), second.stderr
     assert not re.search(r"^built ", second.stdout, re.MULTILINE), second.stdout
-    assert e2e.build().stdout.count("-- build:") == len(GRAPH.order) + 1  # a no-op now
+    assert nothing_to_build(e2e.build())  # a no-op now
 
 
 def psutil_like(needle: str) -> list[str]:
@@ -419,3 +448,46 @@ def psutil_like(needle: str) -> list[str]:
 
 def _commits(demo: Demo, source: str) -> list[str]:
     return list(json.loads((demo.root / "fixtures" / "built.json").read_text())["commits"][source])
+
+
+def in_terminal(argv: list[str], columns: int = 120) -> tuple[int, str]:
+    """Run ``argv`` on a pseudo-terminal, as a person's shell would; its exit code and all
+    it wrote there (escape sequences and all)."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color"}
+    process = subprocess.Popen(argv, cwd=ROOT, stdin=follower, stdout=follower, stderr=follower,
+                               env=env)  # fmt: skip
+    os.close(follower)
+    written = bytearray()
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: every process holding the terminal is gone
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(leader)
+    return process.wait(60), written.decode("utf-8", "replace")
+
+
+def test_a_terminal_gets_a_live_view_then_the_summary(e2e: E2E) -> None:
+    code, screen = in_terminal(
+        [sys.executable, "-m", "doit", "build:image", f"profile={e2e.profile}",
+         f"pins={e2e.pins}", "arch=gfx942", f"commit_tag=live-{time.time_ns()}"]
+    )  # fmt: skip
+    assert code == 0, screen[-3000:]
+    frames = screen.split("\x1b[2K")  # the view redraws by clearing its lines
+    stages = len(GRAPH.order)
+    # While the manifest builds: the header, a line per finished stage, one for the running.
+    assert any(f"[{stages - 1}/{stages}] stages, 1 running" in frame for frame in frames)
+    assert re.search(r"… manifest +\d+\.\d s +\[\d/\d\] RUN python3 /tmp/smoke\.py", screen)
+    assert re.search(r"(✓ vllm +built +\d+\.\d s|= vllm +reused)\r\n", screen)
+    # Then the view is gone, and the summary stays on the screen, a line each.
+    after = screen.rsplit("\x1b[?25h", 1)[1]  # the cursor shown again: the view ended
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", after).replace("\r", "")  # the erasures
+    lines = [line for line in masked(text) if line]
+    assert lines[0] == "stage status time size builder", lines
+    assert "manifest built <time> <size> -" in lines
+    assert lines[-2] == "image verl-e2e:gfx942 (<size>) = verl-e2e/manifest:<key>"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import delete_toml
-from demo_e2e import E2E, copy_of_demo, files, log_lines
+from demo_e2e import E2E, copy_of_demo, files, log_lines, masked
 
 # The shared demo: prepared, its namespace emptied once (the copies start from its pins).
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
@@ -84,6 +84,12 @@ def test_sglang_without_its_version_builds_and_the_smoke_check_fails(tmp_path: P
     )
     lines = failed.stderr.splitlines()
     assert lines[0] == "error: stage manifest: docker build failed (exit 1); its last lines:"
+    assert len(lines) == 1 + 30 + 1  # its last 30 lines, then where the rest is
+    assert lines[-1] == f"full log: {broken.log('manifest').resolve()}"
+    # A pipe's lines: the failure as it happens, then the table, which no image line ends.
+    shown = masked(failed.stdout)
+    assert "failed manifest <key12> after <time>" in shown
+    assert shown[-1] == "manifest failed <time> - -"
     assert "tagged" not in failed.stdout
     fixed = copy_of_demo(tmp_path / "fixed")
     assert fixed.build(target="build:sglang").returncode == 0

@@ -111,7 +111,7 @@ def test_doit_killed_during_a_build_leaves_no_build_running_and_no_tag(tmp_path:
     world = copy_of_demo(tmp_path)
     tag = f"commit_tag=build-kill-{time.time_ns()}"  # a manifest no run built before
     before = image_ids()
-    killed(world, "[manifest] #", False, tag)
+    killed(world, "[manifest] #", False, tag, "progress=plain")  # its BuildKit output streamed
     # The build client got SIGINT from the kernel and ended; the registry waits for the rerun.
     assert_clean(world, before, swept=False)
     assert set(image_ids()) == set(before)

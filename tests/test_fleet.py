@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from demo_e2e import built, copy_of_demo, docker
+from demo_e2e import built, copy_of_demo, docker, nothing_to_build
 from test_faults import other_verl_commit
 
 import stages
@@ -96,7 +96,7 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     first = world.build("gfx942", cache)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
     assert pushed(first) == set(GRAPH.order)
-    assert world.build("gfx942", cache).stdout.count("-- build:") == len(GRAPH.order) + 1
+    assert nothing_to_build(world.build("gfx942", cache))
 
     # B, empty: the plan says every stage is cached; the build pulls the final image alone.
     plan = world.plan(env=machine_b, variables=(cache,))

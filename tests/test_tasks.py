@@ -84,7 +84,7 @@ def test_build_runs_parents_first() -> None:
 
 KNOWN = (
     "arch, builder, builders, cache, cache_required, check, commit_tag, compile_cache, dockerfile, "
-    "dry, force, format, jobs, locked, network, pins, profile, push, to, wait"
+    "dry, force, format, jobs, locked, network, pins, profile, progress, push, to, wait"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "
@@ -151,6 +151,10 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         "compile_cache=redis://***@cache:99999: has no valid port; write redis://<host>:6379, "
         "redis+unix:///<socket> or https://<host>/<path> (a password goes on the command line: "
         "compile_cache=redis://:<password>@<host>)",
+    ),
+    "progress": (
+        {"progress": "tty"},
+        "progress=tty: unknown progress; use progress=auto, progress=plain or progress=quiet",
     ),
     "wait": ({"wait": "soon"}, "wait=soon: not a number of seconds; write wait=0, wait=30, ..."),
     "negative wait": (

@@ -33,6 +33,7 @@ from rocmgraph.outside.proc import CommandFailed, CommandMissing
 
 DOCKER_ENV = "VERL_GRAPH_DOCKER"
 NETWORK_ENV = "VERL_GRAPH_NETWORK"
+TAIL = 30  # lines of a failed build's output its error shows
 _PRINT = threading.Lock()  # stages building at once (-n 2) print whole lines
 
 
@@ -283,7 +284,7 @@ class DockerEngine:
         for name, value in sorted(job.labels.items()):
             argv += ["--label", f"{name}={value}"]
         argv.append(str(job.context))
-        tail: deque[str] = deque(maxlen=15)
+        tail: deque[str] = deque(maxlen=TAIL)
         redact = Redactor(os.environ, job.hide)
         with log_path.open("w", encoding="utf-8") as log:
             where = f"DOCKER_HOST={self.host} " if self.host else ""
@@ -293,6 +294,9 @@ class DockerEngine:
                 line = redact(line)
                 tail.append(line)
                 log.write(line + "\n")
+                if job.on_line is not None:
+                    job.on_line(line)
+                    return
                 with _PRINT:
                     self.out.write(f"[{job.stage}] {line}\n")
                     self.out.flush()

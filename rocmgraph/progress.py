@@ -135,7 +135,7 @@ class Live:
         self.terminal = Terminal(file=out, highlight=False, soft_wrap=False)
         self.live = RichLive(
             get_renderable=self._render, console=self.terminal, refresh_per_second=4,
-            transient=True, redirect_stdout=False, redirect_stderr=False,
+            transient=True, redirect_stdout=True, redirect_stderr=True,  # warnings go above it
         )  # fmt: skip
         self.live.start()
 

@@ -57,7 +57,9 @@ def event(stage: str, entry: Entry) -> str | None:
     """The line an event is, or None for one that is not said as it happens."""
     where = f" on {entry.builder}" if entry.builder else ""
     if entry.status is Status.BUILDING:
-        expect = f" ({duration(entry.expected)}, as last time)" if entry.expected else ""
+        # A second or less is no forecast worth a word.
+        last = entry.expected or 0.0
+        expect = f" ({duration(last)}, as last time)" if last >= 1 else ""
         return f"building {stage} {entry.key}{where}{expect}"
     if entry.status is Status.BUILT:
         how = f" ({entry.compiled})" if entry.compiled else ""

@@ -36,7 +36,7 @@ def test_a_pipe_gets_one_whole_line_per_event() -> None:
     ledger.record("vllm", Entry(Status.BUILT, 3.25, compiled="ccache 1 hit, 1 miss"))
     ledger.record("wheels", Entry(Status.PULLED, key="6e238cc0e8d3"))
     ledger.record("base", Entry(Status.REUSED, key="7cc4f68c1d5b"))
-    ledger.start("sglang", "a49104987a5d", expected=None)
+    ledger.start("sglang", "a49104987a5d", expected=0.4)
     ledger.record("sglang", Entry(Status.FAILED, 61.0))
     view.close()
     assert lines(out) == [

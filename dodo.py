@@ -89,6 +89,11 @@ def task_compare() -> dict[str, Any]:
     )
 
 
+def task_verify() -> dict[str, Any]:
+    variables = _variables()
+    return TASKS.verify_task(_options(variables), variables.text("image"))
+
+
 def task_render() -> dict[str, Any]:
     return TASKS.render_task(check=_variables().flag("check"))
 

@@ -115,6 +115,10 @@ class CompareError(GraphToolError):
     (or says something that no longer holds), or that file cannot be read."""
 
 
+class VerifyError(GraphToolError):
+    """An image is not what the pins describe."""
+
+
 class Unchecked(GraphToolError):
     """Something could not be checked (an upstream out of reach): exit code 2, not 1."""
 

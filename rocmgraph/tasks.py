@@ -232,6 +232,7 @@ VARIABLES: dict[str, Variable] = {
         _hosts,
     ),
     "builder": Variable("the buildx builder to build on (docker buildx build --builder)"),
+    "image": Variable("the image verify checks against the pins, e.g. verl-rocm:gfx942"),
     "progress": Variable(
         "auto (a live view in a terminal, else a line per event), plain (and every build's "
         "output) or quiet (the summary and errors)",
@@ -513,6 +514,26 @@ class Tasks:
         return _report(
             "set an upstream recipe (dockerfile=<path>) beside the graph: every pin, variable, "
             "install, patch, link and cleanup, same or explained",
+            show,
+        )
+
+    def verify_task(self, options: Options, image: str) -> Task:
+        def show() -> None:
+            if not image:
+                raise VariableError(
+                    "verify needs image=<ref>: the image to check against the pins, e.g. "
+                    "image=verl-rocm:gfx942"
+                )
+            from rocmgraph import verify
+
+            run = self.run(options)
+            rows = verify.check(run, self.outside(options), image)
+            print(verify.as_text(image, run, rows))
+            verify.verdict(image, rows)
+
+        return _report(
+            "check an image (image=<ref>) against the pins: its stage keys, its content, the "
+            "versions its manifest lists",
             show,
         )
 

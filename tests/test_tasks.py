@@ -36,6 +36,7 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
         "build",
         "dockerfile",
         "bump",
+        "verify",
     }
     expected |= {"build:image", "bump:base", "bump:all"}
     for stage in stages.graph():
@@ -84,7 +85,7 @@ def test_build_runs_parents_first() -> None:
 
 KNOWN = (
     "arch, builder, builders, cache, cache_required, check, commit_tag, compile_cache, dockerfile, "
-    "dry, force, format, jobs, locked, network, pins, profile, progress, push, to, wait"
+    "dry, force, format, image, jobs, locked, network, pins, profile, progress, push, to, wait"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "

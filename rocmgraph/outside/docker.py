@@ -311,6 +311,11 @@ class DockerEngine:
                     f"lines:\n{last}\nfull log: {log_path}"
                 )
 
+    def read(self, ref: str, path: str) -> str:
+        """The text of the file ``path`` in the image ``ref`` (a container that reaches nothing,
+        removed after)."""
+        return self._docker("run", "--rm", "--network=none", "--entrypoint", "cat", ref, path)
+
     def size(self, ref: str) -> int:
         return int(self._docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
 

@@ -107,6 +107,17 @@ class Client:
             raise FetchError(f"image {image}: {url} sent no Docker-Content-Digest header")
         return str(found)
 
+    def config_digest(self, image: str) -> str | None:
+        """The digest of the configuration of ``image`` (registry/name:tag), which is the
+        image's id in an engine that pulls it; None if there is no such tag."""
+        ref = Reference.parse(image)
+        response = self._get(ref, f"{ref.base_url}/manifests/{ref.tag}", {"Accept": _ACCEPT})
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise FetchError(f"image {image}: {ref.registry} answered HTTP {response.status_code}")
+        return str(response.json().get("config", {}).get("digest", "")) or None
+
     def has(self, image: str) -> bool:
         """Whether ``image`` (registry/name:tag) is there whole: its manifest, and every blob
         it names (a push cut short, or a collected blob, is not an image)."""

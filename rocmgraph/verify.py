@@ -1,0 +1,142 @@
+"""``doit verify image=<ref>``: whether an image is the one the pins describe.
+
+What a CI job that runs in a published image asks before it trusts it:
+
+- **keys**: each stage key the image's labels name against the key the pins give
+  that stage now (an image built from other pins differs there; the final stage's
+  key is the image's own);
+- **content**: the image against the final stage's image of that key, as this
+  engine built it or the stage cache holds it (by image id: the digest of its
+  configuration, which any change made after the build, a ``docker commit``
+  say, changes);
+- **manifest**: every Python package the pins name by version, and every pinned
+  source's version, against what the image's manifest says pip installed.
+
+One row per difference; exit 1 if there is any, 2 if the content could not be
+compared (no build of the key here, and no cache that has it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocmgraph.errors import GraphToolError, Unchecked, VerifyError
+from rocmgraph.outside import Outside
+from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.run import Run
+
+STAGE_KEY = "org.verl-rocm-graph.key."  # the final image's label of each stage's key
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str  # "key vllm", "content", "python vllm"
+    expected: str
+    found: str
+    unknown: bool = False  # could not be compared: not a difference, not a match
+
+    def text(self) -> str:
+        if self.unknown:
+            return f"{self.what}: cannot tell ({self.found})"
+        return f"{self.what}: differs: the pins say {self.expected}, the image has {self.found}"
+
+
+def check(run: Run, outside: Outside, image: str) -> list[Row]:
+    """Every difference between ``image`` and what ``run``'s pins describe."""
+    engine = outside.docker
+    if not engine.image_exists(image):
+        raise VerifyError(
+            f"image {image} is not in the engine; pull it first (docker pull {image})"
+        )
+    labels = engine.labels(image)
+    rows = [*_keys(run, labels), *_content(run, outside, engine, image)]
+    return rows + _manifest(run, engine, image)
+
+
+def _keys(run: Run, labels: dict[str, str]) -> list[Row]:
+    rows = []
+    for stage in run.graph.order:
+        want = run.keys[stage].key
+        found = labels.get(STAGE_KEY + stage, "")
+        if found != want:
+            rows.append(Row(f"key {stage}", want[:12], found[:12] or "none"))
+    return rows
+
+
+def _content(run: Run, outside: Outside, engine: DockerEngine, image: str) -> list[Row]:
+    """The image's id against that of the final stage's image of its key, here or cached."""
+    mine = engine.image_id(image) or ""
+    built = engine.image_id(run.ref(run.graph.final))
+    where = "as built here"
+    if built is None and run.cache:
+        where = f"as {run.cache} holds it"
+        try:
+            built = outside.cache_registry.config_digest(run.cached_ref(run.graph.final))
+        except GraphToolError as exc:
+            return [Row("content", "", f"the stage cache does not answer: {exc}", True)]
+    if built is None:
+        key = run.keys[run.graph.final].short
+        nowhere = f"no build of key {key} here, and no stage cache that holds it (cache=)"
+        return [Row("content", "", nowhere, True)]
+    if built != mine:
+        return [Row("content", f"{built[:19]} ({where})", f"{mine[:19]}: changed after its build")]
+    return []
+
+
+def _manifest(run: Run, engine: DockerEngine, image: str) -> list[Row]:
+    """Pinned versions against the image's manifest (what pip listed when it was built)."""
+    workdir = run.pins.image.workdir or run.pins.base.workdir
+    path = f"{workdir}/.manifest/requirements.txt"
+    try:
+        listed = installed(engine.read(image, path))
+    except GraphToolError as exc:
+        return [Row("manifest", path, f"none that can be read ({exc})")]
+    wanted = {name: version for (_, _, name), version in run.pins.python.packages()}
+    wanted |= {
+        source.dist or name: source.version
+        for name, source in run.pins.sources.items()
+        if source.version
+    }
+    rows = []
+    for name, version in sorted(wanted.items()):
+        found = listed.get(normal(name))
+        if found is None or found.split("+", 1)[0] != version.split("+", 1)[0]:
+            rows.append(Row(f"python {name}", version, found or "none"))
+    return rows
+
+
+def installed(pip_list: str) -> dict[str, str]:
+    """``pip list``'s table (or ``name==version`` lines): normalised name -> version."""
+    found = {}
+    for line in pip_list.splitlines():
+        if "==" in line:
+            name, version = line.split("==", 1)
+        else:
+            parts = line.split()
+            if len(parts) < 2 or set(parts[0]) <= {"-"} or parts[0] == "Package":
+                continue
+            name, version = parts[0], parts[1]
+        found[normal(name)] = version.strip()
+    return found
+
+
+def normal(name: str) -> str:
+    """A distribution's name as pip compares them (PEP 503)."""
+    return "-".join(name.lower().replace("_", "-").replace(".", "-").split("-"))
+
+
+def as_text(image: str, run: Run, rows: list[Row]) -> str:
+    if not rows:
+        return (
+            f"{image} is what {run.options.pins} describes: {len(run.graph.order)} stage keys, "
+            "its content, and every pinned version"
+        )
+    return "\n".join(row.text() for row in rows)
+
+
+def verdict(image: str, rows: list[Row]) -> None:
+    differ = [row for row in rows if not row.unknown]
+    if differ:
+        raise VerifyError(f"{image} is not what the pins describe: {len(differ)} difference(s)")
+    if rows:
+        raise Unchecked(f"{image}: {len(rows)} check(s) could not be made")

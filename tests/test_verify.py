@@ -1,0 +1,76 @@
+"""`doit verify image=<ref>`: an image against the pins that should describe it. Parsing
+here; the real checks on the demo's image, a tampered copy and other pins, end to end."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_doit
+from demo_e2e import E2E, copy_of_demo, docker
+
+from rocmgraph.verify import installed, normal
+
+PIP_LIST = """\
+Package            Version                          Editable project location
+------------------ -------------------------------- -------------------------
+amd-aiter          0.1.5                            /workspace/aiter
+causal_conv1d      1.5.2
+torch              2.12.0+rocm7.14.0.lw.git1a2b3c4d
+"""
+
+
+def test_pip_lists_table_is_read_by_normal_names() -> None:
+    assert installed(PIP_LIST) == {
+        "amd-aiter": "0.1.5",
+        "causal-conv1d": "1.5.2",
+        "torch": "2.12.0+rocm7.14.0.lw.git1a2b3c4d",
+    }
+    assert installed("Flash_Attn==2.8.3\n") == {"flash-attn": "2.8.3"}
+    assert normal("Megatron.Core") == "megatron-core"
+
+
+def verify(world: E2E, image: str) -> tuple[int, list[str], str]:
+    result = run_doit("verify", f"profile={world.profile}", f"pins={world.pins}",
+                      "arch=gfx942", f"image={image}")  # fmt: skip
+    return result.returncode, result.stdout.splitlines(), result.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("e2e")
+def test_the_image_the_pins_built_verifies_and_a_changed_one_does_not(tmp_path: Path) -> None:
+    world = copy_of_demo(tmp_path / "world")
+    assert world.build().returncode == 0
+    code, lines, _ = verify(world, "verl-e2e:gfx942")
+    assert (code, lines) == (0, [
+        f"verl-e2e:gfx942 is what {world.pins} describes: 14 stage keys, its content, and "
+        "every pinned version"
+    ])  # fmt: skip
+
+    # A file added after the build (docker commit), the image retagged: its labels still
+    # claim the keys, its content does not match.
+    container = docker("create", "--network=none", "verl-e2e:gfx942", "true").strip()
+    tampered = f"verl-e2e:tampered-{time.time_ns()}"
+    try:
+        docker("cp", "/etc/hostname", f"{container}:/workspace/extra")
+        docker("commit", container, tampered)
+    finally:
+        docker("rm", container)
+    code, lines, err = verify(world, tampered)
+    docker("image", "rm", tampered)
+    assert code == 1
+    assert len(lines) == 1
+    assert lines[0].startswith("content: differs: the pins say sha256:")
+    assert lines[0].endswith(": changed after its build")
+    assert err == f"error: {tampered} is not what the pins describe: 1 difference(s)\n"
+
+    # Other pins: a package the pins name at another version, so every stage that installs it
+    # has another key, and the manifest lists the version the image holds.
+    other = copy_of_demo(tmp_path / "other")
+    other.edit(["python", "stack", "megatron-core"], "0.18.1")
+    code, lines, err = verify(other, "verl-e2e:gfx942")
+    assert code == 1
+    assert "python megatron-core: differs: the pins say 0.18.1, the image has 0.18.0" in lines
+    assert {line.split(":")[0] for line in lines} >= {"key verl", "key assemble", "key manifest"}
+    assert "content: cannot tell (no build of key " in "\n".join(lines)

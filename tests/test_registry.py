@@ -59,6 +59,17 @@ def test_an_image_is_cached_only_when_its_manifest_and_every_blob_are_there(
         assert not stored.has(f"{reg.host}/verl-e2e/vllm:k1")  # a tag is not an image
 
 
+def test_the_config_digest_is_the_id_an_engine_gives_the_image(tmp_path: Path) -> None:
+    need("docker-registry")
+    stored = registry.Client(Http(attempts=1))
+    config = b'{"architecture":"amd64","os":"linux"}'
+    with Registry(tmp_path / "registry") as reg:
+        reg.push("verl-e2e/manifest", "k1", config)
+        found = stored.config_digest(f"{reg.host}/verl-e2e/manifest:k1")
+        assert found == f"sha256:{hashlib.sha256(config).hexdigest()}"
+        assert stored.config_digest(f"{reg.host}/verl-e2e/manifest:k2") is None
+
+
 def test_the_login_is_docker_login_s_and_none_without_one(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"auths": {
         "registry.example.org": {"auth": base64.b64encode(b"ci:s3cret").decode()},

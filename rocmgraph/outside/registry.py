@@ -107,27 +107,29 @@ class Client:
             raise FetchError(f"image {image}: {url} sent no Docker-Content-Digest header")
         return str(found)
 
-    def config_digest(self, image: str) -> str | None:
-        """The digest of the configuration of ``image`` (registry/name:tag), which is the
-        image's id in an engine that pulls it; None if there is no such tag."""
-        ref = Reference.parse(image)
+    def _manifest(self, ref: Reference, image: str) -> dict[str, Any] | None:
+        """The manifest ``image`` (registry/name:tag) names; None if there is no such tag."""
         response = self._get(ref, f"{ref.base_url}/manifests/{ref.tag}", {"Accept": _ACCEPT})
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise FetchError(f"image {image}: {ref.registry} answered HTTP {response.status_code}")
-        return str(response.json().get("config", {}).get("digest", "")) or None
+        found = response.json()
+        return found if isinstance(found, dict) else {}
+
+    def config_digest(self, image: str) -> str | None:
+        """The digest of the configuration of ``image`` (registry/name:tag), which is the
+        image's id in an engine that pulls it; None if there is no such tag."""
+        manifest = self._manifest(Reference.parse(image), image)
+        return str((manifest or {}).get("config", {}).get("digest", "")) or None
 
     def has(self, image: str) -> bool:
         """Whether ``image`` (registry/name:tag) is there whole: its manifest, and every blob
         it names (a push cut short, or a collected blob, is not an image)."""
         ref = Reference.parse(image)
-        response = self._get(ref, f"{ref.base_url}/manifests/{ref.tag}", {"Accept": _ACCEPT})
-        if response.status_code == 404:
+        manifest = self._manifest(ref, image)
+        if manifest is None:
             return False
-        if response.status_code != 200:
-            raise FetchError(f"image {image}: {ref.registry} answered HTTP {response.status_code}")
-        manifest = response.json()
         blobs = [manifest.get("config", {}), *manifest.get("layers", [])]
         for blob in blobs:
             url = f"{ref.base_url}/blobs/{blob.get('digest', '')}"

@@ -91,7 +91,7 @@ def task_compare() -> dict[str, Any]:
 
 def task_verify() -> dict[str, Any]:
     variables = _variables()
-    return TASKS.verify_task(_options(variables), variables.text("image"))
+    return TASKS.verify_task(_options(variables), variables.text("image"), variables.text("stage"))
 
 
 def task_render() -> dict[str, Any]:

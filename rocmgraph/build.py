@@ -6,6 +6,7 @@ may well use several)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import re
 import shutil
@@ -16,7 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rocmgraph import failpoints, records, statelock
 from rocmgraph.engine import BuildJob, Engine
@@ -253,23 +254,7 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str, where: str) ->
     failpoints.reached("context")
     records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
     started = time.time()
-    index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
-    with private_files(secret_texts(run, index), run.state_dir / "secrets") as secrets:
-        job = BuildJob(
-            stage=name,
-            ref=run.ref(name),
-            context=context_dir,
-            build_args={
-                **{parent_arg(parent): run.ref(parent) for parent in stage.parents},
-                **{BUILD_ARGS[name]: run.variables[name] for name, _ in stage.variables},
-            },
-            labels=labels(run, name),
-            secrets=secrets,
-            hide=(index, run.compile_cache),  # their passwords, should a tool ever print them
-            config_from=run.ref(stage.parents[0]) if stage.squash else "",
-            drop_env=stage.drop_env,
-            on_line=functools.partial(LEDGER.saw, name),
-        )
+    with _job(run, name, context_dir) as job:
         engine.build(job)
     failpoints.reached("tagged")
     records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
@@ -289,6 +274,45 @@ def secret_texts(run: Run, index: str) -> dict[str, str]:
     if run.compile_cache:
         texts[CCACHE_SECRET] = f"remote_storage = {run.compile_cache}\nreshare = true\n"
     return texts
+
+
+@contextlib.contextmanager
+def _job(run: Run, name: str, context_dir: Path, **more: Any) -> Iterator[BuildJob]:
+    """The build of stage ``name`` from ``context_dir`` (``more``: BuildJob's other fields),
+    its secrets in private files while the block runs."""
+    stage = run.graph[name]
+    index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
+    with private_files(secret_texts(run, index), run.state_dir / "secrets") as secrets:
+        job = BuildJob(
+            stage=name,
+            ref=run.ref(name),
+            context=context_dir,
+            build_args={
+                **{parent_arg(parent): run.ref(parent) for parent in stage.parents},
+                **{BUILD_ARGS[name]: run.variables[name] for name, _ in stage.variables},
+            },
+            labels=labels(run, name),
+            secrets=secrets,
+            hide=(index, run.compile_cache),  # their passwords, should a tool ever print them
+            config_from=run.ref(stage.parents[0]) if stage.squash else "",
+            drop_env=stage.drop_env,
+            on_line=functools.partial(LEDGER.saw, name),
+        )
+        yield dataclasses.replace(job, **more)
+
+
+def rebuild(run: Run, engine: Engine, outside: Outside, name: str, tag: str) -> None:
+    """Build stage ``name`` again, every step run anew, tagged ``tag`` (its parents as they
+    are): what `doit verify stage=` compares with the image of its key."""
+    from rocmgraph import context
+
+    for parent in run.graph[name].parents:
+        ensure_local(run, engine, outside, parent)
+    scratch = run.state_dir / "contexts" / f"verify-{name}-{run.keys[name].short}"
+    context_dir = context.prepare(run, engine, outside, name, scratch)
+    with _job(run, name, context_dir, ref=tag, no_cache=True, on_line=lambda line: None) as job:
+        engine.build(job)
+    shutil.rmtree(context_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager

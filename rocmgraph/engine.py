@@ -29,6 +29,7 @@ class BuildJob:
     # build-only variables drop_env names.
     config_from: str = ""
     drop_env: tuple[str, ...] = ()
+    no_cache: bool = False  # every step run again (a rebuild that checks the first)
     # Each line of the build's output as it comes (its log has them all); None: printed.
     on_line: Callable[[str], None] | None = field(default=None, compare=False)
 

@@ -18,17 +18,22 @@ def build_record(run: Run, engine: Engine, final: str) -> dict[str, Json]:
     for name in run.graph.closure(final):
         key = run.keys[name]
         ref = run.ref(name)
+        # The stage being built has no image or time yet: in its first build, and in any
+        # rebuild that checks it (its record is kept out, so both make the same file).
+        building = name == final
         stages.append(
             {
                 "name": name,
                 "key": key.key,
                 "image": ref,
-                "image_id": engine.image_id(ref),  # None for the stage being built
+                "image_id": None if building else engine.image_id(ref),
                 "parents": list(run.graph[name].parents),
                 "arch": list(key.inputs.arch) if key.inputs.arch is not None else None,
                 "pins": dict(key.inputs.pins),
                 "files": dict(key.inputs.files),
-                "build_seconds": records.seconds(run.records_dir, name, key.key),
+                "build_seconds": None
+                if building
+                else records.seconds(run.records_dir, name, key.key),
             }
         )
     return {

@@ -30,6 +30,7 @@ from rocmgraph.pins import PinPath, Pins, format_table
 
 PIP_SECRET = "pip.conf"
 CCACHE_SECRET = "ccache.conf"
+SOURCE_DATE_EPOCH = 315532800  # 1980-01-01: what a rebuild stamps on what it makes
 
 
 def parent_arg(parent: str) -> str:
@@ -94,7 +95,12 @@ def _environment() -> jinja2.Environment:
     # after /etc/pip.conf, so a base image's own configuration is not hidden.
     env.globals["pip"] = f"--mount=type=secret,id={PIP_SECRET}"
     env.globals["pip_secret"] = PIP_SECRET
-    env.globals["pip_config"] = f"ARG PIP_CONFIG_FILE=/run/secrets/{PIP_SECRET}"
+    # SOURCE_DATE_EPOCH (an ARG too: for the build only) makes what pip installs the same
+    # bytes in a rebuild: bytecode checked by hash, not stamped with the time of the install,
+    # and wheels (zips) dated 1980-01-01, the first time a zip can say.
+    env.globals["pip_config"] = (
+        f"ARG PIP_CONFIG_FILE=/run/secrets/{PIP_SECRET}\nARG SOURCE_DATE_EPOCH={SOURCE_DATE_EPOCH}"
+    )
     # A shared compile cache (ccache's remote storage) is a location, perhaps with a password:
     # it too comes in as a secret, as ccache's system-wide configuration, for the RUNs that
     # compile. Absent (no compile cache), the mount is skipped and ccache uses its own.

@@ -233,6 +233,7 @@ VARIABLES: dict[str, Variable] = {
     ),
     "builder": Variable("the buildx builder to build on (docker buildx build --builder)"),
     "image": Variable("the image verify checks against the pins, e.g. verl-rocm:gfx942"),
+    "stage": Variable("the stage verify builds again without cache and compares, e.g. vllm"),
     "progress": Variable(
         "auto (a live view in a terminal, else a line per event), plain (and every build's "
         "output) or quiet (the summary and errors)",
@@ -517,25 +518,33 @@ class Tasks:
             show,
         )
 
-    def verify_task(self, options: Options, image: str) -> Task:
+    def verify_task(self, options: Options, image: str, stage: str) -> Task:
         def show() -> None:
-            if not image:
+            if bool(image) == bool(stage):
                 raise VariableError(
-                    "verify needs image=<ref>: the image to check against the pins, e.g. "
-                    "image=verl-rocm:gfx942"
+                    "verify checks image=<ref> against the pins (e.g. image=verl-rocm:gfx942), "
+                    "or stage=<name> by a rebuild without cache (e.g. stage=vllm): name one"
                 )
             from rocmgraph import verify
 
             run = self.run(options)
+            if stage:
+                _in_profile(run, stage)
+                differences = verify.check_stage(run, self.outside(options), stage)
+                print(verify.stage_text(stage, differences))
+                verify.stage_verdict(stage, differences)
+                return
             rows = verify.check(run, self.outside(options), image)
             print(verify.as_text(image, run, rows))
             verify.verdict(image, rows)
 
-        return _report(
+        task = _report(
             "check an image (image=<ref>) against the pins: its stage keys, its content, the "
-            "versions its manifest lists",
+            "versions its manifest lists; or a stage (stage=<name>) by a rebuild without cache",
             show,
         )
+        # A rebuild of a demo stage fetches from the demo's upstreams: served meanwhile.
+        return {**task, "setup": ["demo"]} if options.profile and stage else task
 
     def render_task(self, check: bool) -> Task:
         def write() -> None:

@@ -1,4 +1,5 @@
-"""``doit verify image=<ref>``: whether an image is the one the pins describe.
+"""``doit verify image=<ref>``: whether an image is the one the pins describe; and
+``doit verify stage=<name>``: whether a stage's build is reproducible.
 
 What a CI job that runs in a published image asks before it trusts it:
 
@@ -14,12 +15,17 @@ What a CI job that runs in a published image asks before it trusts it:
 
 One row per difference; exit 1 if there is any, 2 if the content could not be
 compared (no build of the key here, and no cache that has it).
+
+A stage is checked as ``nix build --check`` checks a derivation: built again with
+every step run anew (no cache) on the same parents, then compared with the image
+of its key file by file (path, type, mode, owner, size, sha256; not timestamps).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rocmgraph import build, filetree
 from rocmgraph.errors import GraphToolError, Unchecked, VerifyError
 from rocmgraph.outside import Outside
 from rocmgraph.outside.docker import DockerEngine
@@ -140,3 +146,35 @@ def verdict(image: str, rows: list[Row]) -> None:
         raise VerifyError(f"{image} is not what the pins describe: {len(differ)} difference(s)")
     if rows:
         raise Unchecked(f"{image}: {len(rows)} check(s) could not be made")
+
+
+def check_stage(run: Run, outside: Outside, stage: str) -> list[filetree.Difference]:
+    """How a rebuild of ``stage`` (no cache) differs from the image of its key."""
+    engine = outside.docker
+    ref = run.ref(stage)
+    if not engine.image_exists(ref):
+        raise VerifyError(
+            f"stage {stage} is not built at key {run.keys[stage].short}: build it first "
+            f"(doit build:{stage}), then check that a rebuild gives the same image"
+        )
+    tag = f"{run.namespace}/{stage}:verify-{run.keys[stage].short}"
+    build.rebuild(run, engine, outside, stage, tag)
+    try:
+        return filetree.compare(engine.files(ref), engine.files(tag))
+    finally:
+        engine.untag(tag)
+
+
+def stage_text(stage: str, differences: list[filetree.Difference]) -> str:
+    if not differences:
+        return f"{stage}: identical (every file of a rebuild without cache is the same)"
+    lines = [f"{stage}: {len(differences)} file(s) differ in a rebuild without cache:"]
+    for difference in differences:
+        lines.append(f"  {difference.path}: {difference.what}")
+        lines.extend(f"    {line}" for line in difference.diff)
+    return "\n".join(lines)
+
+
+def stage_verdict(stage: str, differences: list[filetree.Difference]) -> None:
+    if differences:
+        raise VerifyError(f"stage {stage} is not reproducible: {len(differences)} file(s) differ")

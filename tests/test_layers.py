@@ -29,9 +29,9 @@ CORE = {
     f"rocmgraph.{name}"
     for name in [
         "archs", "compilecache", "dockerfile_audit", "dockerfile_syntax", "engine", "errors",
-        "expand", "estimate", "explain", "failpoints", "fsutil", "graph", "imageconfig", "keys",
-        "kinds", "layout", "ledger", "pins", "pinsedit", "pipargs", "plan", "pool", "provenance",
-        "recipe", "records", "run", "shell", "spelling",
+        "expand", "estimate", "explain", "failpoints", "filetree", "fsutil", "graph",
+        "imageconfig", "keys", "kinds", "layout", "ledger", "pins", "pinsedit", "pipargs", "plan",
+        "pool", "provenance", "recipe", "records", "run", "shell", "spelling",
     ]
 }  # fmt: skip
 # What no core module may use, even from the standard library: it reaches beyond.

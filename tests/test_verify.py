@@ -10,6 +10,7 @@ import pytest
 from conftest import run_doit
 from demo_e2e import E2E, copy_of_demo, docker
 
+import stages
 from rocmgraph.verify import installed, normal
 
 PIP_LIST = """\
@@ -74,3 +75,19 @@ def test_the_image_the_pins_built_verifies_and_a_changed_one_does_not(tmp_path: 
     assert "python megatron-core: differs: the pins say 0.18.1, the image has 0.18.0" in lines
     assert {line.split(":")[0] for line in lines} >= {"key verl", "key assemble", "key manifest"}
     assert "content: cannot tell (no build of key " in "\n".join(lines)
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("e2e")
+def test_every_stage_of_the_demo_rebuilds_to_the_same_files(tmp_path: Path) -> None:
+    world = copy_of_demo(tmp_path)
+    assert world.build().returncode == 0
+    said = {}
+    for stage in stages.graph().order:
+        result = run_doit("verify", f"profile={world.profile}", f"pins={world.pins}",
+                          "arch=gfx942", f"stage={stage}")  # fmt: skip
+        said[stage] = (result.returncode, result.stdout.splitlines()[-1])
+    assert said == {
+        stage: (0, f"{stage}: identical (every file of a rebuild without cache is the same)")
+        for stage in stages.graph().order
+    }

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph import imageconfig
+from rocmgraph import filetree, imageconfig
 from rocmgraph.engine import BuildJob
 from rocmgraph.errors import EngineError
 from rocmgraph.fsutil import atomic_write_text
@@ -275,6 +275,8 @@ class DockerEngine:
         if job.config_from:
             self._keep_config(job)
         argv = [*self.client.build_argv(self.builder), "--progress=plain", "--tag", job.ref]
+        if job.no_cache:
+            argv.append("--no-cache")
         if self.network:
             argv += ["--network", self.network]
         for secret, path in sorted(job.secrets.items()):
@@ -310,6 +312,16 @@ class DockerEngine:
                     f"stage {job.stage}: docker build failed (exit {returncode}); its last "
                     f"lines:\n{last}\nfull log: {log_path}"
                 )
+
+    def files(self, ref: str) -> filetree.Tree:
+        """Every file of the image ``ref``, as facts (``docker export`` of a container made
+        from it and never started, removed after)."""
+        container = self._docker("create", "--network=none", ref, "true").strip()
+        try:
+            argv = [self.client.path, "export", container]
+            return proc.read(argv, filetree.read_tar, env=self._environ())
+        finally:
+            self._docker("rm", container)
 
     def read(self, ref: str, path: str) -> str:
         """The text of the file ``path`` in the image ``ref`` (a container that reaches nothing,

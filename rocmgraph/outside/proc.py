@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO, TypeVar
 
 from rocmgraph.errors import GraphToolError
 
@@ -172,6 +173,29 @@ def pipe(producer: Sequence[str], consumer: Sequence[str], *, timeout: float | N
     if second.returncode != 0:
         raise CommandFailed(consumer, second.returncode, second.stderr.decode(errors="replace"))
     return second.stdout.decode(errors="replace")
+
+
+T = TypeVar("T")
+
+
+def read(argv: Sequence[str], consume: Callable[[IO[bytes]], T], *,
+         env: Mapping[str, str] | None = None) -> T:  # fmt: skip
+    """What ``consume`` makes of ``argv``'s output, read as it comes (an image's whole file
+    system, say, never held at once); the command failing fails it."""
+    try:
+        process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=dict(env) if env is not None else None)  # fmt: skip
+    except FileNotFoundError:
+        raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
+    with process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        made = consume(process.stdout)
+        process.stdout.read()  # whatever consume left, so the command can end
+        err = process.stderr.read().decode(errors="replace")
+    if process.returncode != 0:
+        raise CommandFailed(argv, process.returncode, err)
+    return made
 
 
 def spawn(argv: Sequence[str], *, log: Path) -> subprocess.Popen[bytes]:

@@ -62,7 +62,7 @@ def prepare(run: Run, engine: Engine, outside: Outside, name: str, dest: Path) -
             for repo_name, repo in pins.base.repos.items():
                 _repo_key(outside.store, repo_name, repo, dest / "keys" / f"{repo_name}.asc")
     if Fetch.PROVENANCE in stage.fetches:
-        record = provenance.build_json(run, engine, name)
+        record = provenance.build_json(run, name)
         (dest / "build.json").write_text(record, encoding="utf-8")
     return dest
 

@@ -204,7 +204,7 @@ def test_the_manifest_and_labels_record_how_the_image_was_built(e2e: E2E) -> Non
     assert [stage["name"] for stage in build["stages"]] == list(GRAPH.order)
     for stage in build["stages"]:
         assert stage["key"] == keys[f"org.verl-rocm-graph.key.{stage['name']}"]
-        assert (stage["image_id"] is None) == (stage["name"] == "manifest")
+        assert stage["image"] == f"verl-e2e/{stage['name']}:{stage['key']}"
     sglang = next(stage for stage in build["stages"] if stage["name"] == "sglang")
     assert "[sources.sglang].commit" in sglang["pins"]
     assert sglang["arch"] == ["gfx942"]

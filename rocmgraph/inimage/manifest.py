@@ -4,7 +4,7 @@
     requirements.txt         pip list
     dpkg-list.txt            dpkg -l
     training_docker_version  the image version
-    build.json               every stage: key, pins read, image id, build time, archs, tool version
+    build.json               every stage: key, pins read, image id; archs, tool version
                              (and what pruning removed, from prune.json)
 
 Runs inside the image with its own Python (the manifest stage copies it in), so it

@@ -63,17 +63,17 @@ def is_cached(run: Run, outside: Outside, name: str) -> bool:
     try:
         return outside.cache_registry.has(run.cached_ref(name))
     except GraphToolError as exc:
+        # Built past, unless the run cannot do without it.
+        needed = ""
         if run.options.cache_required:
-            raise CacheError(
-                f"the stage cache {run.cache} does not answer ({exc}); cache_required=1 "
-                "forbids building past it: check the registry, or drop cache_required"
-            ) from None
-        if run.options.builders:
-            raise CacheError(
-                f"the stage cache {run.cache} does not answer ({exc}); builders= passes "
-                "stages between the builders through it: check the registry, or build "
-                "without builders="
-            ) from None
+            needed = "cache_required=1 forbids building past it: check the registry, or drop "
+            needed += "cache_required"
+        elif run.options.builders:
+            needed = "builders= passes stages between the builders through it: check the "
+            needed += "registry, or build without builders="
+        if needed:
+            said = f"the stage cache {run.cache} does not answer ({exc}); {needed}"
+            raise CacheError(said) from None
         if _silence(run):
             _warn(f"the stage cache {run.cache} does not answer ({exc}); building here")
         return False
@@ -244,10 +244,8 @@ def _sweep_contexts(run: Run, name: str, keep: str, me: statelock.Holder) -> Non
 def _build(run: Run, engine: Engine, outside: Outside, name: str, where: str) -> None:
     from rocmgraph import context
 
-    stage = run.graph[name]
     key = run.keys[name]
-    for parent in stage.parents:  # built by this run, or pulled: only those a build needs
-        ensure_local(run, engine, outside, parent, where)
+    _parents_local(run, engine, outside, name, where)
     LEDGER.start(name, key.short, last_seconds(run, name), where)
     scratch = run.state_dir / "contexts" / f"{name}-{key.short}"
     context_dir = context.prepare(run, engine, outside, name, scratch)
@@ -259,6 +257,13 @@ def _build(run: Run, engine: Engine, outside: Outside, name: str, where: str) ->
     failpoints.reached("tagged")
     records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
     shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
+
+
+def _parents_local(run: Run, engine: Engine, outside: Outside, name: str, where: str) -> None:
+    """The parents of stage ``name`` on ``engine``: built by this run, or pulled (only those a
+    build needs)."""
+    for parent in run.graph[name].parents:
+        ensure_local(run, engine, outside, parent, where)
 
 
 def last_seconds(run: Run, name: str) -> float | None:
@@ -306,8 +311,7 @@ def rebuild(run: Run, engine: Engine, outside: Outside, name: str, tag: str) -> 
     are): what `doit verify stage=` compares with the image of its key."""
     from rocmgraph import context
 
-    for parent in run.graph[name].parents:
-        ensure_local(run, engine, outside, parent)
+    _parents_local(run, engine, outside, name, "")
     scratch = run.state_dir / "contexts" / f"verify-{name}-{run.keys[name].short}"
     context_dir = context.prepare(run, engine, outside, name, scratch)
     with _job(run, name, context_dir, ref=tag, no_cache=True, on_line=lambda line: None) as job:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import need
 from demo_e2e import built, copy_of_demo, docker, nothing_to_build
 from test_faults import other_verl_commit
 
@@ -47,6 +48,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Debian's redis-server on 127.0.0.1: the shared compile cache."""
+    need("redis-server")
     folder = tmp_path_factory.mktemp("redis")
     server = proc.spawn(
         ["redis-server", "--bind", "127.0.0.1", "--port", str(REDIS_PORT), "--save", "",

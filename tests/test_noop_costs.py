@@ -107,6 +107,17 @@ def test_the_socket_lists_what_the_cli_lists() -> None:
     listed.pop("<none>:<none>", None)
     assert found == listed
     assert found  # the suite has built images by now, or the base image at least
+    # The same answer gives each image's size, as `docker image inspect` says it.
+    sized = dockerapi.images(socket)
+    assert sized is not None
+    tag, image = next(iter(sized.items()))
+    inspected = subprocess.run(
+        ["/usr/bin/docker", "image", "inspect", "--format", "{{.Size}}", tag],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert image.size == int(inspected)
 
 
 # ------------------------------------------------------------ compiled templates

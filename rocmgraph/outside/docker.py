@@ -168,6 +168,7 @@ class DockerEngine:
         self.host = host
         self.builder = builder
         self._tags: dict[str, str] | None = None
+        self._sizes: dict[str, int] = {}  # from the same list, when the socket gave it
 
     @classmethod
     def connect(
@@ -215,8 +216,12 @@ class DockerEngine:
     def tags(self) -> dict[str, str]:
         """Every tagged image: ``repo:tag`` -> image id (one call per run, kept up to date)."""
         if self._tags is None:
+            self._sizes = {}
             local = dockerapi.local_socket(self._environ())
-            self._tags = dockerapi.image_tags(local) if local else None
+            found = dockerapi.images(local) if local else None
+            if found is not None:
+                self._tags = {tag: image.id for tag, image in found.items()}
+                self._sizes = {tag: image.size for tag, image in found.items()}
         if self._tags is None:  # not a local engine, or one that does not answer: the CLI
             out = self._docker(
                 "image", "ls", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"
@@ -329,6 +334,11 @@ class DockerEngine:
         return self._docker("run", "--rm", "--network=none", "--entrypoint", "cat", ref, path)
 
     def size(self, ref: str) -> int:
+        """The bytes of ``ref``: from the engine's list when its socket answered it, else
+        asked."""
+        self.tags()
+        if ref in self._sizes:
+            return self._sizes[ref]
         return int(self._docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
 
     def config(self, ref: str) -> dict[str, object]:

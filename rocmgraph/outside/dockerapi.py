@@ -15,6 +15,7 @@ import json
 import os
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_SOCKET = Path("/var/run/docker.sock")
@@ -53,6 +54,19 @@ class _UnixConnection(http.client.HTTPConnection):
 def image_tags(path: Path, timeout: float = 30) -> dict[str, str] | None:
     """Every tagged image, ``repo:tag`` -> image id, as ``docker image ls`` lists them;
     None if ``path`` is no engine that answers."""
+    found = images(path, timeout)
+    return None if found is None else {tag: image.id for tag, image in found.items()}
+
+
+@dataclass(frozen=True)
+class Image:
+    id: str
+    size: int  # bytes, its parents' layers included (``docker image ls``'s SIZE)
+
+
+def images(path: Path, timeout: float = 30) -> dict[str, Image] | None:
+    """Every tagged image, ``repo:tag`` -> its id and size, in one question to the engine;
+    None if ``path`` is no engine that answers."""
     connection = _UnixConnection(path, timeout)
     try:
         connection.request("GET", "/images/json")
@@ -60,16 +74,16 @@ def image_tags(path: Path, timeout: float = 30) -> dict[str, str] | None:
         body = response.read()
         if response.status != 200:
             return None
-        images = json.loads(body)
+        listed = json.loads(body)
     except (OSError, http.client.HTTPException, ValueError):
         return None
     finally:
         connection.close()
-    if not isinstance(images, list):
+    if not isinstance(listed, list):
         return None
     return {
-        tag: str(image["Id"])
-        for image in images
+        tag: Image(str(image["Id"]), int(image.get("Size") or 0))
+        for image in listed
         if isinstance(image, dict)
         for tag in image.get("RepoTags") or ()
         if tag != "<none>:<none>"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import stages
-from rocmgraph import estimate, linear, monolith, pinsedit
+from rocmgraph import estimate, linear, monolith, pinsedit, progress
 from rocmgraph.build import private_files, secret_texts
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.engine import BuildJob
@@ -150,8 +150,7 @@ def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
     elapsed = time.monotonic() - started
     if result.returncode != 0:
         raise SystemExit(result.stdout[-3000:] + result.stderr)
-    built = set(re.findall(r"^\.  build:(\w+)$", result.stdout, re.MULTILINE)) - {"image"}
-    return elapsed, len(built), f"{NAMESPACE}:{arch}"
+    return elapsed, len(progress.built_stages(result.stdout)), f"{NAMESPACE}:{arch}"
 
 
 def file_build(way: str, pins: Path, arch: str, work: Path) -> tuple[float, int, str]:

@@ -8,7 +8,7 @@ reaching Debian's docker-registry on 127.0.0.1. Two rows each way:
 - then one pin changed on B (verl moved to its other commit).
 
 - graph: A runs `doit build:image cache=<registry>` (it pushes every stage); B runs the
-  same command. Stages built: the `build:` tasks that ran.
+  same command. Stages built: its `built <stage> ...` lines.
 - monolith: A builds the graph as one Dockerfile (rocmgraph/monolith.py) with
   `BUILDKIT_INLINE_CACHE=1` and pushes the final image; B builds the same file with
   `--cache-from` that image. That cache holds the final stage's layers only (mode=min):
@@ -35,7 +35,7 @@ from pathlib import Path
 from changelog import executed_stages
 
 import stages
-from rocmgraph import monolith, pinsedit
+from rocmgraph import monolith, pinsedit, progress
 from rocmgraph.build import private_files, secret_texts
 from rocmgraph.demo.machine import DOCKER, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
@@ -64,8 +64,7 @@ def graph(pins: Path, cache: str, env: dict[str, str]) -> tuple[float, int]:
     )  # fmt: skip
     if result.returncode != 0:
         raise SystemExit(result.stdout[-3000:] + result.stderr)
-    ran = [line for line in result.stdout.splitlines() if line.startswith(".  build:")]
-    return time.monotonic() - started, len([line for line in ran if line != ".  build:image"])
+    return time.monotonic() - started, len(progress.built_stages(result.stdout))
 
 
 def monolith_build(

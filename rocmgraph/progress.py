@@ -16,6 +16,7 @@ that had nothing to do one line: ``nothing to build: verl-rocm:gfx942 is <key>``
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -69,6 +70,14 @@ def event(stage: str, entry: Entry) -> str | None:
     if entry.status is Status.FAILED:
         return f"failed {stage} {entry.key} after {elapsed(entry.seconds)}{where}"
     return None  # reused, cached: the summary says
+
+
+_BUILT = re.compile(r"^built (\w+) [0-9a-f]{12} in ", re.MULTILINE)
+
+
+def built_stages(text: str) -> set[str]:
+    """The stages a run's lines (as a pipe gets them) say it built."""
+    return set(_BUILT.findall(text))
 
 
 def left(ledger: Ledger, expected: Mapping[str, float], now: float) -> float | None:

@@ -8,7 +8,7 @@ import io
 import time
 
 from rocmgraph.ledger import Entry, Final, Ledger, Status, step_of
-from rocmgraph.progress import Console, Lines, summary
+from rocmgraph.progress import Console, Lines, built_stages, summary
 
 
 def test_a_buildkit_step_is_shortened_to_what_it_runs() -> None:
@@ -112,3 +112,11 @@ def test_quiet_says_only_the_summary() -> None:
     ledger.record("vllm", Entry(Status.BUILT, 2.0))
     console.end()
     assert lines(out) == ["stage  status  time   size  builder", "vllm   built   2.0 s  -     -"]
+
+
+def test_the_stages_a_run_built_are_read_from_its_lines() -> None:
+    text = (
+        "building vllm 1a2b3c4d5e6f\nbuilt vllm 1a2b3c4d5e6f in 3.2 s on ssh://b\n"
+        "built sglang a49104987a5d in 61.0 s\npulled wheels 6e238cc0e8d3\n"
+    )
+    assert built_stages(text) == {"vllm", "sglang"}

@@ -1,4 +1,5 @@
-"""Build one stage: skip it when its image exists, else render and hand it to an engine.
+"""Build stages: skip those whose image exists, render the rest into one solve (solve.py)
+and hand it to an engine; share what was built through the stage cache.
 
 Every function takes the engine it builds on: the task layer chooses it (one run
 may well use several)."""
@@ -8,25 +9,27 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import queue
 import re
 import shutil
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rocmgraph import failpoints, records, statelock
+from rocmgraph import compilecache, failpoints, imageconfig, records, solve, statelock
 from rocmgraph.engine import BuildJob, Engine
-from rocmgraph.errors import CacheError, GraphToolError
+from rocmgraph.errors import BuildFailed, CacheError, EngineError, GraphToolError
 from rocmgraph.fsutil import owned
 from rocmgraph.ledger import LEDGER, Entry, Status
 from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.progress import CONSOLE
-from rocmgraph.recipe import CCACHE_SECRET, PIP_SECRET, parent_arg
+from rocmgraph.recipe import CCACHE_SECRET, PIP_SECRET
 from rocmgraph.run import Run
 
 if TYPE_CHECKING:
@@ -198,72 +201,293 @@ def _warn(message: str) -> None:
 
 def build_stage(run: Run, engine: Engine, outside: Outside, name: str, where: str = "") -> bool:
     """Build stage ``name`` on ``engine`` (the builder named ``where``, if one of several)
-    unless its image exists there (its inputs fetched through ``outside``); True when it
-    built."""
+    unless its image exists there; True when it built."""
+    return name in build_stages(run, engine, outside, (name,), where=where)
+
+
+# How a stage a build had to make ended: None when it was built.
+Outcome = Callable[[str, "GraphToolError | None"], None]
+
+
+def build_stages(
+    run: Run,
+    engine: Engine,
+    outside: Outside,
+    names: Sequence[str],
+    *,
+    where: str = "",
+    done: Outcome | None = None,
+) -> set[str]:
+    """Build those of ``names`` whose image ``engine`` lacks, and the parents they need that
+    are neither there nor in the shared cache (their inputs fetched through ``outside``), in
+    as few solves as squashed stages allow; the stages built. ``done`` hears how each stage
+    to build ended, as it ends; the first failure is raised once every solve that could run
+    has run."""
     # Imported here, not above: what only a build needs (fetching, patching, locking: a
     # third of the import time) is not paid by a run that finds everything built.
     from rocmgraph.lock import check_locked
 
     if run.options.locked:
         check_locked(run.pins)
-    if is_built(run, engine, name):
+    for name in [name for name in names if is_built(run, engine, name)]:
         if _cache_answers(run) and not is_cached(run, outside, name):
             _push_soon(run, engine, name)  # built before the cache was set, or a push failed
-        return False
-    key = run.keys[name]
-    # One build of a stage key at a time, among all runs that share this state directory
-    # (its context folder is named by the key): a second run waits, then finds it built.
-    lock = run.state_dir / "locks" / f"{name}-{key.short}"
-    doing = f"builds {name} {key.short}"
-    me = statelock.Holder.me(",".join(run.archs), doing)
-    with statelock.held(lock, me, run.options.wait):
-        engine.refresh()  # another run may have built it since this one looked
-        if is_built(run, engine, name):
-            return False
-        _sweep_contexts(run, name, lock.name, me)
-        _build(run, engine, outside, name, where)
-    if _cache_answers(run):
-        _push_soon(run, engine, name)
-    elif run.cache:
-        LEDGER.shared(name, False)  # the cache stopped answering: built, and kept here
-    return True
+    todo = to_build(run, engine, outside, names)
+    builds = _Builds(run, engine, outside, where, done or (lambda name, error: None))
+    with contextlib.ExitStack() as held:
+        # One build of a stage key at a time, among all runs that share this state directory
+        # (its context folder is named by the key): a second run waits, then finds it built.
+        for name in sorted(todo):
+            key = run.keys[name].short
+            me = statelock.Holder.me(",".join(run.archs), f"builds {name} {key}")
+            lock = run.state_dir / "locks" / f"{name}-{key}"
+            held.enter_context(statelock.held(lock, me, run.options.wait))
+        if todo:
+            engine.refresh()  # another run may have built some since this one looked
+        for wave in solve.waves(run.graph, [n for n in todo if not is_built(run, engine, n)]):
+            builds.solve(wave)
+    if run.cache and not _cache_answers(run):
+        for name in builds.built:
+            LEDGER.shared(name, False)  # the cache stopped answering: built, and kept here
+    first = next((builds.failed[n] for n in run.graph.order if n in builds.failed), None)
+    if first is not None:
+        raise first
+    return builds.built
 
 
-def _sweep_contexts(run: Run, name: str, keep: str, me: statelock.Holder) -> None:
+def to_build(run: Run, engine: Engine, outside: Outside, names: Sequence[str]) -> list[str]:
+    """Those of ``names`` whose image ``engine`` lacks, and the parents they need that are
+    neither there nor in the shared cache (a parent another builder of this run pushes
+    counts once pushed), in build order."""
+    found: set[str] = set()
+    todo = [name for name in names if not is_built(run, engine, name)]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        for parent in run.graph[name].parents:
+            if parent in found or is_built(run, engine, parent):
+                continue
+            _pushed(run, parent)
+            if not is_cached(run, outside, parent):
+                todo.append(parent)
+    return [name for name in run.graph.order if name in found]
+
+
+class _Builds:
+    """The solves of one ``build_stages``, one after the other: what they built, and the
+    error of each stage that failed (its own, or that of the stage it waited for)."""
+
+    def __init__(
+        self, run: Run, engine: Engine, outside: Outside, where: str, tell: Outcome
+    ) -> None:
+        self.run, self.engine, self.outside, self.where, self.tell = (
+            run, engine, outside, where, tell
+        )  # fmt: skip
+        self.built: set[str] = set()
+        self.failed: dict[str, GraphToolError] = {}
+
+    def solve(self, wave: tuple[str, ...]) -> None:
+        """Build ``wave`` in one solve (solve.py), less the stages whose parent failed."""
+        for name in wave:
+            cause = self._cause(name, self.failed)
+            if cause is not None:
+                self._fail(name, self.failed[cause])  # it waits for the next run
+        wave = tuple(name for name in wave if name not in self.failed)
+        if not wave:
+            return
+        try:
+            context_dir, owners = self._prepare(wave)
+        except GraphToolError as exc:  # nothing was built: a fetch, a patch, a parent
+            for name in wave:
+                self._fail(name, exc)
+            return
+        failpoints.reached("context")
+        run = self.run
+        for name in wave:
+            key = run.keys[name]
+            records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
+            LEDGER.start(name, key.short, last_seconds(run, name), self.where)
+        errors: dict[str, GraphToolError] = {}
+        with _StageLogs(self.outside.logs, run, wave) as logs, _secrets(run) as (secrets, hide):
+            router = solve.Router(owners, logs.tell)
+            jobs = {
+                # each build's own output, as docker gave it, beside the stage logs
+                name: dataclasses.replace(
+                    _job(run, wave, name, context_dir, secrets=secrets, hide=hide),
+                    log=self.outside.logs / "builds" / f"{name}-{run.keys[name].short}.log",
+                    on_line=functools.partial(router.feed, name),
+                )
+                for name in wave
+            }
+            started = time.monotonic()
+            ended: dict[str, float] = {}
+            for name, error in _run_all(self.engine, jobs):
+                ended[name] = time.monotonic()
+                if error is None:
+                    # Its own time: from when the last stage it waited for in this solve ended.
+                    waited = [ended[p] for p in run.graph.ancestors(name) if p in ended]
+                    self._built(name, ended[name] - max([started, *waited]), logs)
+                else:
+                    errors[name] = error
+            for name in (name for name in wave if name in errors):
+                self._failed(name, errors, logs, ended[name] - started)
+        if not errors:
+            shutil.rmtree(context_dir, ignore_errors=True)  # kept when a build fails, to look at
+
+    def _prepare(self, wave: tuple[str, ...]) -> tuple[Path, dict[str, str]]:
+        """The parents ``wave`` needs from outside it, made local; its context and which
+        stage each BuildKit stage of its Dockerfile is of."""
+        from rocmgraph import context
+
+        run, engine = self.run, self.engine
+        images = {}
+        for name in wave:
+            for parent in run.graph[name].parents:
+                if parent not in wave:
+                    ensure_local(run, engine, self.outside, parent, self.where)
+                    images[parent] = run.ref(parent)
+        keep = f"{wave[-1]}-{run.keys[wave[-1]].short}"
+        for name in wave:
+            _sweep_contexts(run, name, keep)
+        recipe, owners = solve_recipe(run, engine, wave, images)
+        scratch = run.state_dir / "contexts" / keep
+        return context.prepare_many(run, self.outside, wave, scratch, recipe=recipe), owners
+
+    def _built(self, name: str, seconds: float, logs: _StageLogs) -> None:
+        failpoints.reached("tagged")
+        key = self.run.keys[name]
+        records.save(self.run.records_dir, name, key.key, key.inputs, seconds=seconds)
+        compiled = compilecache.from_log(logs.text(name))
+        entry = Entry(Status.BUILT, seconds, self.where, str(compiled or ""), key=key.short)
+        LEDGER.record(name, entry)
+        self.built.add(name)
+        if _cache_answers(self.run):
+            _push_soon(self.run, self.engine, name)
+        self.tell(name, None)
+
+    def _failed(
+        self, name: str, errors: dict[str, GraphToolError], logs: _StageLogs, seconds: float
+    ) -> None:
+        """Stage ``name``'s build failed: for its own step (said with the lines of its own
+        log, wherever that step ran), or because a stage before it in the solve did."""
+        cause = self._cause(name, errors)
+        if cause is not None:
+            self._fail(name, errors[cause])
+            return
+        error = errors[name]
+        if isinstance(error, BuildFailed):
+            error = errors[name] = BuildFailed(
+                name, error.returncode, logs.last(name), logs.path(name)
+            )
+        key = self.run.keys[name].short
+        LEDGER.record(name, Entry(Status.FAILED, seconds, self.where, key=key))
+        self._fail(name, error)
+
+    def _cause(self, name: str, failed: Mapping[str, GraphToolError]) -> str | None:
+        """The first stage ``name`` needs that failed, if any."""
+        ancestors = self.run.graph.ancestors(name)
+        return next((a for a in self.run.graph.order if a in ancestors and a in failed), None)
+
+    def _fail(self, name: str, error: GraphToolError) -> None:
+        self.failed[name] = error
+        self.tell(name, error)
+
+
+def solve_recipe(
+    run: Run, engine: Engine, wave: Sequence[str], images: Mapping[str, str]
+) -> tuple[str, dict[str, str]]:
+    """The Dockerfile of one solve of ``wave`` (a parent built before enters as its image,
+    ``images``), and which stage each of its BuildKit stages is of."""
+    from rocmgraph import monolith
+
+    configs = {}
+    for name in wave:
+        stage = run.graph[name]
+        if stage.squash:  # FROM scratch: the configuration of the image it squashes
+            config = engine.config(run.ref(stage.parents[0]))
+            configs[name] = imageconfig.lines(config, stage.drop_env)
+    parts = monolith.stage_texts(run, wave, images=images, squash=True, configs=configs)
+    owners = {alias: name for name, text in parts.items() for alias in _AS.findall(text)}
+    header = f"# One solve of {', '.join(wave)}, as rocmgraph renders it for this build.\n"
+    return "\n".join([header, *parts.values()]), owners
+
+
+_AS = re.compile(r"^FROM \S+ AS (\S+)$", re.MULTILINE)
+
+
+def _run_all(
+    engine: Engine, jobs: Mapping[str, BuildJob]
+) -> Iterator[tuple[str, GraphToolError | None]]:
+    """Start every build at once (BuildKit merges what they share); each as it ends, with
+    its error."""
+    ends: queue.SimpleQueue[tuple[str, GraphToolError | None]] = queue.SimpleQueue()
+
+    def one(name: str, job: BuildJob) -> None:
+        try:
+            engine.build(job)
+        except GraphToolError as exc:
+            ends.put((name, exc))
+        except BaseException as exc:
+            ends.put((name, EngineError(f"stage {name}: {exc}")))
+        else:
+            ends.put((name, None))
+
+    for name, job in jobs.items():
+        threading.Thread(target=one, args=(name, job), name=f"build-{name}", daemon=True).start()
+    for _ in jobs:
+        yield ends.get()
+
+
+class _StageLogs:
+    """The log of each stage of a solve, which its Router tells the stage's lines (and the
+    console, through the ledger); the last lines of each, for an error."""
+
+    def __init__(self, folder: Path, run: Run, wave: Sequence[str]) -> None:
+        from rocmgraph.outside.docker import TAIL, log_file
+
+        self._paths = {name: log_file(folder, name, run.keys[name].key) for name in wave}
+        self._files = {name: path.open("w", encoding="utf-8") for name, path in self._paths.items()}
+        self._tails: dict[str, deque[str]] = {name: deque(maxlen=TAIL) for name in wave}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _StageLogs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for file in self._files.values():
+            file.close()
+
+    def tell(self, stage: str, line: str) -> None:
+        with self._lock:
+            self._files[stage].write(line + "\n")
+            self._files[stage].flush()
+            self._tails[stage].append(line)
+        LEDGER.saw(stage, line)
+
+    def text(self, stage: str) -> str:
+        return self._paths[stage].read_text(encoding="utf-8", errors="replace")
+
+    def last(self, stage: str) -> list[str]:
+        with self._lock:
+            return list(self._tails[stage])
+
+    def path(self, stage: str) -> Path:
+        return self._paths[stage]
+
+
+def _sweep_contexts(run: Run, name: str, keep: str) -> None:
     """A failed build keeps its context, to look at, until its stage builds again: then
     the contexts of the stage's other keys go, but not one another run builds from now."""
     folder = run.state_dir / "contexts"
+    me = statelock.Holder.me(",".join(run.archs), f"sweeps {name}")
     for old in sorted(folder.glob(f"{name}-*")) if folder.is_dir() else []:
         if old.name == keep or not re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{12}}", old.name):
             continue
         lock = run.state_dir / "locks" / old.name
         with contextlib.suppress(statelock.Busy), statelock.held(lock, me, wait=0):
             shutil.rmtree(old, ignore_errors=True)
-
-
-def _build(run: Run, engine: Engine, outside: Outside, name: str, where: str) -> None:
-    from rocmgraph import context
-
-    key = run.keys[name]
-    _parents_local(run, engine, outside, name, where)
-    LEDGER.start(name, key.short, last_seconds(run, name), where)
-    scratch = run.state_dir / "contexts" / f"{name}-{key.short}"
-    context_dir = context.prepare(run, engine, outside, name, scratch)
-    failpoints.reached("context")
-    records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
-    started = time.time()
-    with _job(run, name, context_dir) as job:
-        engine.build(job)
-    failpoints.reached("tagged")
-    records.save(run.records_dir, name, key.key, key.inputs, seconds=time.time() - started)
-    shutil.rmtree(context_dir, ignore_errors=True)  # kept when the build fails, to look at
-
-
-def _parents_local(run: Run, engine: Engine, outside: Outside, name: str, where: str) -> None:
-    """The parents of stage ``name`` on ``engine``: built by this run, or pulled (only those a
-    build needs)."""
-    for parent in run.graph[name].parents:
-        ensure_local(run, engine, outside, parent, where)
 
 
 def last_seconds(run: Run, name: str) -> float | None:
@@ -282,28 +506,41 @@ def secret_texts(run: Run, index: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _job(run: Run, name: str, context_dir: Path, **more: Any) -> Iterator[BuildJob]:
-    """The build of stage ``name`` from ``context_dir`` (``more``: BuildJob's other fields),
-    its secrets in private files while the block runs."""
-    stage = run.graph[name]
+def _secrets(run: Run) -> Iterator[tuple[dict[str, Path], tuple[str, ...]]]:
+    """The secrets of a build in private files while the block runs, and the URLs whose
+    passwords its output must not show."""
     index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
     with private_files(secret_texts(run, index), run.state_dir / "secrets") as secrets:
-        job = BuildJob(
-            stage=name,
-            ref=run.ref(name),
-            context=context_dir,
-            build_args={
-                **{parent_arg(parent): run.ref(parent) for parent in stage.parents},
-                **{BUILD_ARGS[name]: run.variables[name] for name, _ in stage.variables},
-            },
-            labels=labels(run, name),
-            secrets=secrets,
-            hide=(index, run.compile_cache),  # their passwords, should a tool ever print them
-            config_from=run.ref(stage.parents[0]) if stage.squash else "",
-            drop_env=stage.drop_env,
-            on_line=functools.partial(LEDGER.saw, name),
-        )
-        yield dataclasses.replace(job, **more)
+        yield secrets, (index, run.compile_cache)
+
+
+def _job(
+    run: Run,
+    wave: Sequence[str],
+    name: str,
+    context_dir: Path,
+    *,
+    secrets: Mapping[str, Path],
+    hide: tuple[str, ...],
+) -> BuildJob:
+    """The build of stage ``name`` in the solve of ``wave``, from ``context_dir``."""
+    before = [other for other in wave if other in run.graph.ancestors(name)]
+    return BuildJob(
+        stage=name,
+        ref=run.ref(name),
+        context=context_dir,
+        # the variables of the stages this build makes (others would be "not consumed")
+        build_args={
+            BUILD_ARGS[variable]: run.variables[variable]
+            for stage in (*before, name)
+            for variable, _ in run.graph[stage].variables
+        },
+        labels=labels(run, name),
+        secrets=secrets,
+        hide=hide,  # their passwords, should a tool ever print them
+        target=name,
+        on_line=lambda line: None,
+    )
 
 
 def rebuild(run: Run, engine: Engine, outside: Outside, name: str, tag: str) -> None:
@@ -311,11 +548,16 @@ def rebuild(run: Run, engine: Engine, outside: Outside, name: str, tag: str) -> 
     are): what `doit verify stage=` compares with the image of its key."""
     from rocmgraph import context
 
-    _parents_local(run, engine, outside, name, "")
+    images = {}
+    for parent in run.graph[name].parents:
+        ensure_local(run, engine, outside, parent)
+        images[parent] = run.ref(parent)
+    recipe, _ = solve_recipe(run, engine, (name,), images)
     scratch = run.state_dir / "contexts" / f"verify-{name}-{run.keys[name].short}"
-    context_dir = context.prepare(run, engine, outside, name, scratch)
-    with _job(run, name, context_dir, ref=tag, no_cache=True, on_line=lambda line: None) as job:
-        engine.build(job)
+    context_dir = context.prepare_many(run, outside, (name,), scratch, recipe=recipe)
+    with _secrets(run) as (secrets, hide):
+        job = _job(run, (name,), name, context_dir, secrets=secrets, hide=hide)
+        engine.build(dataclasses.replace(job, ref=tag, no_cache=True))
     shutil.rmtree(context_dir, ignore_errors=True)
 
 

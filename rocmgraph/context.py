@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from rocmgraph import keys, patches, provenance
@@ -33,10 +34,26 @@ from wheels import index
 def prepare(run: Run, engine: Engine, outside: Outside, name: str, dest: Path) -> Path:
     """Write stage ``name``'s context into ``dest`` (made empty first); return ``dest``.
     Its inputs are fetched through ``outside``; ``engine`` says what the parents are."""
-    stage, pins = run.graph[name], run.pins
+    recipe = render(run.graph[name], run.pins, run.archs)
+    return prepare_many(run, outside, (name,), dest, recipe=recipe)
+
+
+def prepare_many(
+    run: Run, outside: Outside, names: Sequence[str], dest: Path, *, recipe: str
+) -> Path:
+    """One context for the stages ``names`` (a solve of several; made empty first) with the
+    Dockerfile ``recipe``; return ``dest``. What two stages both use is written once."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    (dest / "Dockerfile").write_text(render(stage, pins, run.archs), encoding="utf-8")
+    (dest / "Dockerfile").write_text(recipe, encoding="utf-8")
+    for name in names:
+        _fill(run, outside, name, dest)
+    return dest
+
+
+def _fill(run: Run, outside: Outside, name: str, dest: Path) -> None:
+    """Stage ``name``'s files, fetched through ``outside``, into the context ``dest``."""
+    stage, pins = run.graph[name], run.pins
     for relative in keys.recipe_files(stage, pins):
         (dest / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / relative, dest / relative)
@@ -50,6 +67,8 @@ def prepare(run: Run, engine: Engine, outside: Outside, name: str, dest: Path) -
                 "no .git); pin the version upstream's tag at the commit gives"
             )
         tree = dest / "src" / source_name
+        if tree.exists():
+            continue  # another stage of the solve took it, patched
         copy_tree(outside.sources(pins).tree(source_name, source), tree)
         patches.apply(tree, source.patches, source_name)
     if not provided:
@@ -64,7 +83,6 @@ def prepare(run: Run, engine: Engine, outside: Outside, name: str, dest: Path) -
     if Fetch.PROVENANCE in stage.fetches:
         record = provenance.build_json(run, name)
         (dest / "build.json").write_text(record, encoding="utf-8")
-    return dest
 
 
 def _wheels(pins: Pins, store: Store, dest: Path) -> None:

@@ -25,11 +25,9 @@ class BuildJob:
     labels: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, Path] = field(default_factory=dict)  # BuildKit secrets: id -> file
     hide: tuple[str, ...] = ()  # URLs whose passwords its log must not show
-    # A squashed stage (FROM scratch) takes this image's configuration ("": none), less the
-    # build-only variables drop_env names.
-    config_from: str = ""
-    drop_env: tuple[str, ...] = ()
     no_cache: bool = False  # every step run again (a rebuild that checks the first)
+    target: str = ""  # the stage of a multi-stage Dockerfile it builds ("": the last)
+    log: Path | None = None  # where its output goes (None: the engine's log of the stage)
     # Each line of the build's output as it comes (its log has them all); None: printed.
     on_line: Callable[[str], None] | None = field(default=None, compare=False)
 
@@ -40,6 +38,9 @@ class Engine(Protocol):
     def image_id(self, ref: str) -> str | None: ...
 
     def build(self, job: BuildJob) -> None: ...
+
+    def config(self, ref: str) -> Mapping[str, object]:
+        """The configuration of the image ``ref`` (its environment, entrypoint, ...)."""
 
     def tag(self, ref: str, alias: str) -> None: ...
 
@@ -74,6 +75,9 @@ class Deferred:
 
     def build(self, job: BuildJob) -> None:
         self._engine.build(job)
+
+    def config(self, ref: str) -> Mapping[str, object]:
+        return self._engine.config(ref)
 
     def tag(self, ref: str, alias: str) -> None:
         self._engine.tag(ref, alias)

@@ -86,6 +86,18 @@ class EngineError(GraphToolError):
     """No usable container engine, or a build on it failed."""
 
 
+class BuildFailed(EngineError):
+    """A build ran and failed: its stage, its exit status, its last lines and its log."""
+
+    def __init__(self, stage: str, returncode: int, last: list[str], log: object) -> None:
+        self.stage, self.returncode, self.log = stage, returncode, log
+        lines = "\n".join(f"  {line}" for line in last)
+        super().__init__(
+            f"stage {stage}: docker build failed (exit {returncode}); its last lines:\n"
+            f"{lines}\nfull log: {log}"
+        )
+
+
 class CacheError(GraphToolError):
     """The shared stage cache cannot be used where the run requires it."""
 

@@ -50,6 +50,13 @@ def changes(config: Mapping[str, object], drop_env: Sequence[str] = ()) -> Chang
     return Changes(tuple(found), tuple(shell) if shell else None)
 
 
+def lines(config: Mapping[str, object], drop_env: Sequence[str] = ()) -> list[str]:
+    """The Dockerfile lines that give an image ``config``, its SHELL last."""
+    wanted = changes(config, drop_env)
+    shell = [] if wanted.shell is None else [f"SHELL {json.dumps(list(wanted.shell))}"]
+    return [*wanted.instructions, *shell]
+
+
 def healthcheck(check: Mapping[str, object]) -> str:
     """``HEALTHCHECK [--interval=...] CMD ...`` (or ``NONE``) from the inspected form."""
     test = _strings(check.get("Test"))

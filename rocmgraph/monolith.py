@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from rocmgraph import context
@@ -21,6 +22,7 @@ from rocmgraph.recipe import parent_arg, render
 from rocmgraph.run import Run
 
 _ARG = re.compile(r"^ARG ([A-Z0-9_]+)_IMAGE\n", re.MULTILINE)
+_FROM = re.compile(r"^FROM [^\n]*", re.MULTILINE)
 
 
 HEADER = (
@@ -38,22 +40,42 @@ def dockerfile(run: Run) -> str:
     return "\n".join([header, *stage_texts(run).values()])
 
 
-def stage_texts(run: Run) -> dict[str, str]:
+def stage_texts(
+    run: Run,
+    names: Collection[str] | None = None,
+    *,
+    images: Mapping[str, str] | None = None,
+    squash: bool = False,
+    configs: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, str]:
     """Each stage's part of the file, in build order: ``FROM <parent> AS <stage>`` and its
-    steps (a stage with no parent keeps its image reference)."""
+    steps (a stage with no parent keeps its image reference). Of ``names`` (default: every
+    stage); a parent not among them enters as its image (``images``: stage -> ref).
+    ``squash``: a squashed stage squashes, and ends with the configuration ``configs`` gives
+    it (only an engine can tell the configuration of the image it squashes)."""
+    chosen = set(run.graph.order if names is None else names)
     parts = {}
     for stage in run.graph:
-        # No squash here: no engine gives a FROM scratch stage its configuration back.
-        text = _ARG.sub("", render(stage, run.pins, run.archs, squash=False))
+        if stage.name not in chosen:
+            continue
+        text = _ARG.sub("", render(stage, run.pins, run.archs, squash=squash))
         for parent in stage.parents:
             variable = "${" + parent_arg(parent) + "}"
+            if parent not in chosen:
+                text = text.replace(variable, (images or {})[parent])
+                continue
             # an alias of a parent (for --mount from=) is the parent's own stage here
             text = text.replace(f"FROM {variable} AS {parent}\n", "")
-            text = text.replace(f"FROM {variable} AS ", f"FROM {parent} AS ")
-            text = text.replace(f"FROM {variable}\n", f"FROM {parent} AS {stage.name}\n")
-        if not stage.parents:
-            text = re.sub(
-                r"^(FROM \S+)$", rf"\1 AS {stage.name}", text, count=1, flags=re.MULTILINE
+            text = text.replace(f"FROM {variable}", f"FROM {parent}")
+        # The stage is its last FROM (a squashed stage's FROM scratch): named after it.
+        unnamed = [m for m in _FROM.finditer(text) if " AS " not in m.group(0)]
+        if unnamed:
+            end = unnamed[-1].end()
+            text = f"{text[:end]} AS {stage.name}{text[end:]}"
+        configuration = (configs or {}).get(stage.name)
+        if configuration:
+            text = f"{text.rstrip()}\n\n# The configuration of the image it squashes:\n" + "".join(
+                f"{line}\n" for line in configuration
             )
         parts[stage.name] = text
     return parts

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from doit import doit_cmd
@@ -34,11 +34,19 @@ from doit import doit_cmd
 # The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
 # patch_status, plan) are imported by the action that runs them: doit imports this module on
 # every invocation, and a no-op build should not pay for what it never runs.
-from rocmgraph import build, compilecache, kinds, progress, recipe
+from rocmgraph import build, kinds, progress, recipe
 from rocmgraph.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
 from rocmgraph.engine import Engine
-from rocmgraph.errors import Answer, GraphToolError, StaleError, VariableError, cut, shown
+from rocmgraph.errors import (
+    Answer,
+    EngineError,
+    GraphToolError,
+    StaleError,
+    VariableError,
+    cut,
+    shown,
+)
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
 from rocmgraph.ledger import LEDGER, Entry, Final, Status
@@ -48,6 +56,9 @@ from rocmgraph.progress import CONSOLE
 from rocmgraph.report import Reporter, guarded
 from rocmgraph.run import Options, Run
 from rocmgraph.spelling import closest
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 Task = dict[str, Any]
 
@@ -348,8 +359,8 @@ class Tasks:
 
     def __init__(self, graph: Graph, doit_db: Path = Path(DOIT_DB)) -> None:
         self.graph = graph
-        self._building: set[str] = set()  # stages whose build runs now
-        self._building_lock = threading.Lock()
+        self._solve: dict[str, Future[bool]] | None = None  # the run's solve, once begun
+        self._solve_lock = threading.Lock()
         self.interrupted = False
         usable_doit_db(doit_db)  # before doit opens it
         # Every key renders every recipe: compiled once here, not once per invocation.
@@ -633,6 +644,8 @@ class Tasks:
             try:
                 if stage not in run.graph.stages:
                     return True  # a stage the profile leaves out has nothing to build
+                if self._solve is not None and stage in self._solve:
+                    return False  # its task says how the run's solve built it
                 if tagged:
                     done = build.is_tagged(run, engine)
                     if done:
@@ -654,30 +667,69 @@ class Tasks:
             return
         self._watch(run, outside)
         started = time.monotonic()
-        with self._building_lock:
-            self._building.add(stage)
         builder = ""
         try:
-            with self._engine_for(run, outside, stage) as (engine, builder):
-                built = build.build_stage(run, engine, outside, stage, builder)
+            if run.options.builders:
+                with self._engine_for(run, outside, stage) as (engine, builder):
+                    built = build.build_stage(run, engine, outside, stage, builder)
+            else:
+                built = self._solved(run, outside, stage)
         except GraphToolError:
-            key = run.keys[stage].short
-            LEDGER.record(stage, Entry(Status.FAILED, time.monotonic() - started, builder, key=key))
+            known = LEDGER.entries().get(stage)
+            if known is None or known.status is not Status.FAILED:  # failed before its build
+                seconds, key = time.monotonic() - started, run.keys[stage].short
+                LEDGER.record(stage, Entry(Status.FAILED, seconds, builder, key=key))
             if self.interrupted:  # the interrupt stopped it: said already, in one line
                 return
             raise
-        finally:
-            with self._building_lock:
-                self._building.discard(stage)
         if not built:
             LEDGER.record(stage, Entry(Status.REUSED, key=run.keys[stage].short))
-            return
-        seconds = time.monotonic() - started
-        compiled = _compiled(outside, stage, run.keys[stage].key)
-        entry = Entry(
-            Status.BUILT, seconds, builder, str(compiled or ""), key=run.keys[stage].short
-        )
-        LEDGER.record(stage, entry)
+
+    def _solved(self, run: Run, outside: Outside, stage: str) -> bool:
+        """Whether stage ``stage`` was built, in the run's solve: the first stage doit must
+        build starts one (build.build_stages) of every stage the command's targets need,
+        and each stage's task waits for its own. A stage outside it builds alone."""
+        with self._solve_lock:
+            if self._solve is None:
+                self._solve = self._start_solve(run, outside, stage)
+            future = self._solve.get(stage)
+        if future is None:
+            return build.build_stage(run, outside.engine, outside, stage)
+        return future.result()
+
+    def _start_solve(self, run: Run, outside: Outside, stage: str) -> dict[str, Future[bool]]:
+        from concurrent.futures import Future  # a build's: a no-op does not import it
+
+        engine = outside.engine
+        targets = [
+            target
+            for target in requested(sys.argv[1:], run.graph)
+            if not build.is_done(run, engine, outside, target)
+        ]
+        todo = build.to_build(run, engine, outside, [stage, *targets])
+        futures: dict[str, Future[bool]] = {name: Future() for name in todo}
+
+        def done(name: str, error: GraphToolError | None) -> None:
+            future = futures.get(name)
+            if future is None or future.done():
+                return
+            if error is None:
+                future.set_result(True)
+            else:
+                future.set_exception(error)
+
+        def solve() -> None:
+            raised: BaseException = EngineError("the build ended before this stage's")
+            try:
+                build.build_stages(run, engine, outside, todo, done=done)
+            except BaseException as exc:
+                raised = exc
+            for future in futures.values():
+                if not future.done():
+                    future.set_exception(raised)
+
+        threading.Thread(target=solve, name="solve", daemon=True).start()
+        return futures
 
     def _watch(self, run: Run, outside: Outside) -> None:
         """Open the console's view at the first build (a no-op opens none)."""
@@ -718,8 +770,8 @@ class Tasks:
 
         def interrupted(signum: int, frame: object) -> None:
             self.interrupted = True
-            with self._building_lock:
-                stages = sorted(self._building)
+            entries = LEDGER.entries().items()
+            stages = sorted(name for name, entry in entries if entry.status is Status.BUILDING)
             CONSOLE.stop()  # the terminal is the shell's again
             proc.interrupt_all()
             what = (
@@ -743,6 +795,19 @@ class Tasks:
         LEDGER.write(run.state_dir / "build.json", run.cache)
 
 
+def requested(argv: list[str], graph: Graph) -> list[str]:
+    """The stages a doit command line asks to build: ``build`` and ``build:image`` the
+    final one, ``build:<stage>`` that stage."""
+    found = []
+    for arg in argv:
+        name = arg.partition(":")[2] if arg.startswith("build:") else ""
+        if arg == "build" or name == "image":
+            found.append(graph.final)
+        elif name in graph.stages:
+            found.append(name)
+    return found
+
+
 def _final(run: Run) -> Final:
     final = run.graph.final
     return Final(
@@ -764,16 +829,6 @@ def _sizes(outside: Outside) -> progress.Sizes:
             return None
 
     return size
-
-
-def _compiled(outside: Outside, stage: str, key: str) -> compilecache.Stats | None:
-    """What ccache did in the build of ``stage`` (its log says); None if it compiled nothing."""
-    from rocmgraph.outside.docker import stage_log
-
-    try:
-        return compilecache.from_log(stage_log(outside.logs, stage, key).read_text())
-    except OSError:
-        return None  # the log went (another run keeps only so many): nothing to say
 
 
 def _in_profile(run: Run, name: str) -> Stage:

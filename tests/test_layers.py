@@ -31,7 +31,7 @@ CORE = {
         "archs", "compilecache", "dockerfile_audit", "dockerfile_syntax", "engine", "errors",
         "expand", "estimate", "explain", "failpoints", "filetree", "fsutil", "graph",
         "imageconfig", "keys", "kinds", "layout", "ledger", "pins", "pinsedit", "pipargs", "plan",
-        "pool", "provenance", "recipe", "records", "run", "shell", "spelling",
+        "pool", "provenance", "recipe", "records", "run", "shell", "solve", "spelling",
     ]
 }  # fmt: skip
 # What no core module may use, even from the standard library: it reaches beyond.

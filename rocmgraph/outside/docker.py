@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph import filetree, imageconfig
+from rocmgraph import filetree
 from rocmgraph.engine import BuildJob
-from rocmgraph.errors import EngineError
+from rocmgraph.errors import BuildFailed, EngineError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.inimage import manifest
 from rocmgraph.outside import dockerapi, proc
@@ -276,10 +276,10 @@ class DockerEngine:
         raise EngineError(f"pushed {ref}, but docker knows no digest for it")
 
     def build(self, job: BuildJob) -> None:
-        log_path = log_file(self.log_dir, job)
-        if job.config_from:
-            self._keep_config(job)
+        log_path = job.log or log_file(self.log_dir, job.stage, job.ref.rsplit(":", 1)[-1])
         argv = [*self.client.build_argv(self.builder), "--progress=plain", "--tag", job.ref]
+        if job.target:
+            argv += ["--target", job.target]
         if job.no_cache:
             argv.append("--no-cache")
         if self.network:
@@ -293,9 +293,8 @@ class DockerEngine:
         argv.append(str(job.context))
         tail: deque[str] = deque(maxlen=TAIL)
         redact = Redactor(os.environ, job.hide)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("w", encoding="utf-8") as log:
-            where = f"DOCKER_HOST={self.host} " if self.host else ""
-            log.write(f"$ {where}{' '.join(argv)}\n")
 
             def on_line(line: str) -> None:
                 line = redact(line)
@@ -308,15 +307,13 @@ class DockerEngine:
                     self.out.write(f"[{job.stage}] {line}\n")
                     self.out.flush()
 
+            where = f"DOCKER_HOST={self.host} " if self.host else ""
+            on_line(f"$ {where}{' '.join(argv)}")
             env = {**self._environ(), "DOCKER_BUILDKIT": "1"}
             returncode = proc.stream(argv, on_line, env=env)
             self._tags = None
             if returncode != 0:
-                last = "\n".join(f"  {line}" for line in tail)
-                raise EngineError(
-                    f"stage {job.stage}: docker build failed (exit {returncode}); its last "
-                    f"lines:\n{last}\nfull log: {log_path}"
-                )
+                raise BuildFailed(job.stage, returncode, list(tail), log_path)
 
     def files(self, ref: str) -> filetree.Tree:
         """Every file of the image ``ref``, as facts (``docker export`` of a container made
@@ -346,21 +343,6 @@ class DockerEngine:
         found = json.loads(self._docker("image", "inspect", "--format", "{{json .Config}}", ref))
         return found if isinstance(found, dict) else {}
 
-    def _keep_config(self, job: BuildJob) -> None:
-        """A squashed stage starts FROM scratch: give it the configuration of the image it
-        squashes (less the build-only variables), as instructions at the end of its recipe."""
-        wanted = imageconfig.changes(self.config(job.config_from), job.drop_env)
-        lines = [*wanted.instructions]
-        if wanted.shell is not None:
-            lines.append(f"SHELL {json.dumps(list(wanted.shell))}")
-        recipe = job.context / "Dockerfile"
-        text = recipe.read_text(encoding="utf-8")
-        recipe.write_text(
-            f"{text.rstrip()}\n\n# The configuration of {job.config_from}:\n"
-            + "".join(f"{line}\n" for line in lines),
-            encoding="utf-8",
-        )
-
 
 def _last(stderr: str) -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -370,17 +352,18 @@ def _last(stderr: str) -> str:
 KEPT_LOGS = 3  # per stage: this build's, and the last two others (a failure, an arch)
 
 
-def log_file(folder: Path, job: BuildJob) -> Path:
-    """The log of ``job``'s build: one file per stage key, so runs that build one stage
-    for two archs at once write apart; ``<stage>.log`` links to the one written last."""
+def log_file(folder: Path, stage: str, key: str) -> Path:
+    """The log of the build of ``stage`` at ``key``: one file per stage key, so runs that
+    build one stage for two archs at once write apart; ``<stage>.log`` links to the one
+    written last."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = stage_log(folder, job.stage, job.ref.rsplit(":", 1)[-1])
-    link = folder / f"{job.stage}.log"
-    fresh = folder / f".{job.stage}.log.{os.getpid()}.{threading.get_ident()}"
+    path = stage_log(folder, stage, key)
+    link = folder / f"{stage}.log"
+    fresh = folder / f".{stage}.log.{os.getpid()}.{threading.get_ident()}"
     fresh.unlink(missing_ok=True)
     fresh.symlink_to(path.name)
     fresh.replace(link)  # a link that is never missing, only replaced
-    older = sorted(folder.glob(f"{job.stage}-*.log"), key=_mtime, reverse=True)
+    older = sorted(folder.glob(f"{stage}-*.log"), key=_mtime, reverse=True)
     for stale in [log for log in older if log != path][KEPT_LOGS - 1 :]:
         stale.unlink(missing_ok=True)
     return path

@@ -1,0 +1,90 @@
+"""Which stages one BuildKit solve builds together, and whose line is whose (solve.py)."""
+
+from __future__ import annotations
+
+import stages
+from rocmgraph.graph import Stage, make_graph
+from rocmgraph.solve import Router, waves
+
+GRAPH = stages.graph()
+
+
+def test_a_change_below_the_squash_builds_its_parent_first_then_the_rest_in_one_solve() -> None:
+    """slim squashes wheels and takes its configuration: wheels (and what it needs) is one
+    solve, everything else the next; the source stages do not wait for it."""
+    assert waves(GRAPH, GRAPH.order) == [
+        ("base", "rocm", "wheels"),
+        tuple(name for name in GRAPH.order if name not in {"base", "rocm", "wheels"}),
+    ]
+
+
+def test_stages_above_the_squash_are_one_solve() -> None:
+    todo = ["manifest", "assemble", "vllm", "verl", "slim"]
+    assert waves(GRAPH, todo) == [("slim", "vllm", "verl", "assemble", "manifest")]
+
+
+def test_a_squash_whose_parent_needs_another_squash_waits_for_both() -> None:
+    def stage(name: str, *parents: str, squash: bool = False) -> Stage:
+        return Stage(name=name, doc=name, parents=parents, recipe="x.j2", squash=squash)
+
+    graph = make_graph(
+        [stage("a"), stage("b", "a", squash=True), stage("c", "b"), stage("d", "c", squash=True),
+         stage("e", "a")]
+    )  # fmt: skip
+    assert waves(graph, graph.order) == [("a",), ("b", "c"), ("e", "d")]  # e: in the last
+    assert waves(graph, ["c", "d"]) == [("c",), ("d",)]
+    assert waves(graph, []) == []
+
+
+def route(lines: list[tuple[str, str]]) -> dict[str, list[str]]:
+    told: dict[str, list[str]] = {}
+    router = Router({"vllm_build": "vllm", "vllm": "vllm", "assemble": "assemble"},
+                    lambda stage, line: told.setdefault(stage, []).append(line))  # fmt: skip
+    for build, line in lines:
+        router.feed(build, line)
+    return told
+
+
+def test_a_step_goes_to_its_stage_whichever_build_ran_it() -> None:
+    """assemble's build ran vllm's compile (BuildKit merged vllm's own build into it): the
+    step's output is vllm's, once, renumbered in vllm's log; vllm's own build said it
+    CACHED, which is not news; each build's own lines stay with it."""
+    told = route([
+        ("vllm", "$ docker build --target vllm ."),
+        ("vllm", "#1 [internal] load build definition from Dockerfile"),
+        ("assemble", "#1 [internal] load build definition from Dockerfile"),
+        ("assemble", "#7 [vllm_build 5/5] RUN pip wheel ."),
+        ("assemble", "#7 sha256:abc"),
+        ("vllm", "#6 [vllm_build 5/5] RUN pip wheel ."),
+        ("vllm", "#6 sha256:abc"),
+        ("assemble", "#7 0.52 Building wheel for vllm"),
+        ("assemble", "#7 DONE 2.6s"),
+        ("vllm", "#6 CACHED"),
+        ("vllm", ""),
+        ("vllm", "#9 exporting to image"),
+        ("assemble", "#8 [assemble 2/3] RUN pip install /dist/*.whl"),
+        ("assemble", "#8 ERROR: executor failed running [pip install]: exit code: 1"),
+        ("assemble", "executor failed running [pip install]: exit code: 1"),
+    ])  # fmt: skip
+    assert told == {
+        "vllm": [
+            "$ docker build --target vllm .",
+            "#1 [internal] load build definition from Dockerfile",
+            "#2 [vllm_build 5/5] RUN pip wheel .",
+            "#2 sha256:abc",
+            "#2 0.52 Building wheel for vllm",
+            "#2 DONE 2.6s",
+            "#3 exporting to image",
+        ],
+        "assemble": [
+            "#1 [internal] load build definition from Dockerfile",
+            "#2 [assemble 2/3] RUN pip install /dist/*.whl",
+            "#2 ERROR: executor failed running [pip install]: exit code: 1",
+            "executor failed running [pip install]: exit code: 1",
+        ],
+    }
+
+
+def test_a_file_of_one_stage_names_no_stage_in_its_steps() -> None:
+    told = route([("vllm", "#4 [1/4] FROM docker.io/x"), ("vllm", "#4 CACHED")])
+    assert told == {"vllm": ["#1 [1/4] FROM docker.io/x", "#1 CACHED"]}

@@ -321,16 +321,12 @@ class _Builds:
                 )
                 for name in wave
             }
-            started = time.monotonic()
-            ended: dict[str, float] = {}
+            started, ended = time.monotonic(), {}
             for name, error in _run_all(self.engine, jobs):
-                ended[name] = time.monotonic()
                 if error is None:
-                    # Its own time: from when the last stage it waited for in this solve ended.
-                    waited = [ended[p] for p in run.graph.ancestors(name) if p in ended]
-                    self._built(name, ended[name] - max([started, *waited]), logs)
+                    self._built(name, logs.seconds(name), logs)
                 else:
-                    errors[name] = error
+                    errors[name], ended[name] = error, time.monotonic()
             for name in (name for name in wave if name in errors):
                 self._failed(name, errors, logs, ended[name] - started)
         if not errors:
@@ -440,6 +436,9 @@ def _run_all(
         yield ends.get()
 
 
+_DONE = re.compile(r"^#\d+ DONE (\d+(?:\.\d+)?)s$")
+
+
 class _StageLogs:
     """The log of each stage of a solve, which its Router tells the stage's lines (and the
     console, through the ledger); the last lines of each, for an error."""
@@ -450,6 +449,7 @@ class _StageLogs:
         self._paths = {name: log_file(folder, name, run.keys[name].key) for name in wave}
         self._files = {name: path.open("w", encoding="utf-8") for name, path in self._paths.items()}
         self._tails: dict[str, deque[str]] = {name: deque(maxlen=TAIL) for name in wave}
+        self._seconds = dict.fromkeys(wave, 0.0)
         self._lock = threading.Lock()
 
     def __enter__(self) -> _StageLogs:
@@ -460,11 +460,20 @@ class _StageLogs:
             file.close()
 
     def tell(self, stage: str, line: str) -> None:
+        done = _DONE.match(line)
         with self._lock:
             self._files[stage].write(line + "\n")
             self._files[stage].flush()
             self._tails[stage].append(line)
+            if done:
+                self._seconds[stage] += float(done.group(1))
         LEDGER.saw(stage, line)
+
+    def seconds(self, stage: str) -> float:
+        """The time of the stage's own steps, wherever they ran: the builds of one solve end
+        in any order (a stage's image may be exported after that of a stage built on it)."""
+        with self._lock:
+            return self._seconds[stage]
 
     def text(self, stage: str) -> str:
         return self._paths[stage].read_text(encoding="utf-8", errors="replace")

@@ -40,7 +40,6 @@ from rocmgraph.demo import profile as demo_profile
 from rocmgraph.engine import Engine
 from rocmgraph.errors import (
     Answer,
-    EngineError,
     GraphToolError,
     StaleError,
     VariableError,
@@ -719,14 +718,15 @@ class Tasks:
                 future.set_exception(error)
 
         def solve() -> None:
-            raised: BaseException = EngineError("the build ended before this stage's")
             try:
                 build.build_stages(run, engine, outside, todo, done=done)
-            except BaseException as exc:
-                raised = exc
+            except BaseException as exc:  # each stage's task raises it
+                for future in futures.values():
+                    if not future.done():
+                        future.set_exception(exc)
             for future in futures.values():
                 if not future.done():
-                    future.set_exception(raised)
+                    future.set_result(False)  # another run built it meanwhile
 
         threading.Thread(target=solve, name="solve", daemon=True).start()
         return futures

@@ -35,6 +35,9 @@ class SetEngine:
     def build(self, job: BuildJob) -> None:
         self.refs.add(job.ref)
 
+    def config(self, ref: str) -> dict[str, object]:
+        return {}  # an image in memory has no configuration to carry over a squash
+
     def tag(self, ref: str, alias: str) -> None:
         self.refs.add(alias)
 

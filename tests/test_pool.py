@@ -28,6 +28,9 @@ class Holding:
     def build(self, job: BuildJob) -> None:
         raise NotImplementedError
 
+    def config(self, ref: str) -> Mapping[str, object]:
+        raise NotImplementedError
+
     def tag(self, ref: str, alias: str) -> None:
         raise NotImplementedError
 

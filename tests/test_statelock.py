@@ -177,8 +177,7 @@ def test_a_stage_that_builds_sweeps_its_old_contexts_but_not_one_in_use(tmp_path
 
 def test_each_stage_key_has_its_log_and_the_stage_name_links_the_latest(tmp_path: Path) -> None:
     for key in ("1" * 64, "2" * 64, "3" * 64, "4" * 64):
-        job = BuildJob(stage="vllm", ref=f"ns/vllm:{key}", context=tmp_path)
-        log_file(tmp_path, job).write_text(key)
+        log_file(tmp_path, "vllm", key).write_text(key)
         time.sleep(0.01)  # mtimes apart
     assert sorted(p.name for p in tmp_path.glob("vllm-*.log")) == [
         "vllm-222222222222.log", "vllm-333333333333.log", "vllm-444444444444.log",

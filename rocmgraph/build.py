@@ -246,9 +246,6 @@ def build_stages(
             engine.refresh()  # another run may have built some since this one looked
         for wave in solve.waves(run.graph, [n for n in todo if not is_built(run, engine, n)]):
             builds.solve(wave)
-    if run.cache and not _cache_answers(run):
-        for name in builds.built:
-            LEDGER.shared(name, False)  # the cache stopped answering: built, and kept here
     first = next((builds.failed[n] for n in run.graph.order if n in builds.failed), None)
     if first is not None:
         raise first
@@ -287,6 +284,7 @@ class _Builds:
         )  # fmt: skip
         self.built: set[str] = set()
         self.failed: dict[str, GraphToolError] = {}
+        self._seconds: dict[str, float] = {}
 
     def solve(self, wave: tuple[str, ...]) -> None:
         """Build ``wave`` in one solve (solve.py), less the stages whose parent failed."""
@@ -329,8 +327,34 @@ class _Builds:
                     errors[name], ended[name] = error, time.monotonic()
             for name in (name for name in wave if name in errors):
                 self._failed(name, errors, logs, ended[name] - started)
+        again = self._misbuilt(wave)
+        self._record([name for name in wave if name in self.built])
         if not errors:
             shutil.rmtree(context_dir, ignore_errors=True)  # kept when a build fails, to look at
+        for name in again:
+            self.solve((name,))  # alone: on its parent's image
+
+    def _misbuilt(self, wave: tuple[str, ...]) -> list[str]:
+        """The stages of ``wave`` that are not built on their parent's image as tagged, and
+        the stages of it built on them: untagged, to build again one at a time. BuildKit's
+        cache can hold two results of one step (a rebuild without cache adds one), and two
+        builds of one solve may each take another: a stage would ship a copy of its
+        parent's layers instead of sharing them."""
+        run, engine, again = self.run, self.engine, []
+        for name in wave:
+            parent = (run.graph[name].parents or ("",))[0]
+            if name not in self.built or parent not in wave:
+                continue
+            if parent in again or not _shares(engine, run.ref(parent), run.ref(name)):
+                again.append(name)
+                self.built.discard(name)
+                engine.untag(run.ref(name))
+        if again:
+            _warn(
+                f"{', '.join(again)}: built on another copy of a parent's layers than its image "
+                "holds (BuildKit's cache keeps two of them); building again on the image"
+            )
+        return again
 
     def _prepare(self, wave: tuple[str, ...]) -> tuple[Path, dict[str, str]]:
         """The parents ``wave`` needs from outside it, made local; its context and which
@@ -351,17 +375,29 @@ class _Builds:
         scratch = run.state_dir / "contexts" / keep
         return context.prepare_many(run, self.outside, wave, scratch, recipe=recipe), owners
 
+    def _record(self, tagged: list[str]) -> None:
+        """The records of the stages ``tagged``, once the solve's secrets are gone (a kill
+        between a tag and its record, the tag being the truth, leaves no secret behind), and
+        their pushes."""
+        if tagged:
+            failpoints.reached("tagged")
+        run = self.run
+        for name in tagged:
+            key = run.keys[name]
+            records.save(run.records_dir, name, key.key, key.inputs, seconds=self._seconds[name])
+            if _cache_answers(run):
+                _push_soon(run, self.engine, name)
+            elif run.cache:
+                LEDGER.shared(name, False)  # the cache stopped answering: built, and kept here
+            self.tell(name, None)
+
     def _built(self, name: str, seconds: float, logs: _StageLogs) -> None:
-        failpoints.reached("tagged")
         key = self.run.keys[name]
-        records.save(self.run.records_dir, name, key.key, key.inputs, seconds=seconds)
+        self._seconds[name] = seconds
         compiled = compilecache.from_log(logs.text(name))
         entry = Entry(Status.BUILT, seconds, self.where, str(compiled or ""), key=key.short)
         LEDGER.record(name, entry)
         self.built.add(name)
-        if _cache_answers(self.run):
-            _push_soon(self.run, self.engine, name)
-        self.tell(name, None)
 
     def _failed(
         self, name: str, errors: dict[str, GraphToolError], logs: _StageLogs, seconds: float
@@ -434,6 +470,12 @@ def _run_all(
         threading.Thread(target=one, args=(name, job), name=f"build-{name}", daemon=True).start()
     for _ in jobs:
         yield ends.get()
+
+
+def _shares(engine: Engine, parent: str, child: str) -> bool:
+    """Whether image ``child`` is built on the layers of image ``parent``."""
+    below = engine.layers(parent)
+    return engine.layers(child)[: len(below)] == below
 
 
 _DONE = re.compile(r"^#\d+ DONE (\d+(?:\.\d+)?)s$")

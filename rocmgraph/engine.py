@@ -42,6 +42,9 @@ class Engine(Protocol):
     def config(self, ref: str) -> Mapping[str, object]:
         """The configuration of the image ``ref`` (its environment, entrypoint, ...)."""
 
+    def layers(self, ref: str) -> list[str]:
+        """The layers of the image ``ref``, bottom first (their diff ids)."""
+
     def tag(self, ref: str, alias: str) -> None: ...
 
     def refresh(self) -> None:
@@ -78,6 +81,9 @@ class Deferred:
 
     def config(self, ref: str) -> Mapping[str, object]:
         return self._engine.config(ref)
+
+    def layers(self, ref: str) -> list[str]:
+        return self._engine.layers(ref)
 
     def tag(self, ref: str, alias: str) -> None:
         self._engine.tag(ref, alias)

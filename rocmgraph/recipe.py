@@ -101,6 +101,9 @@ def _environment() -> jinja2.Environment:
     env.globals["pip_config"] = (
         f"ARG PIP_CONFIG_FILE=/run/secrets/{PIP_SECRET}\nARG SOURCE_DATE_EPOCH={SOURCE_DATE_EPOCH}"
     )
+    # Those ARGs reach the steps of a stage built on that stage in the same Dockerfile (one
+    # solve), not of one built on its image: what records the environment leaves them out.
+    env.globals["pip_args"] = ("PIP_CONFIG_FILE", "SOURCE_DATE_EPOCH")
     # A shared compile cache (ccache's remote storage) is a location, perhaps with a password:
     # it too comes in as a secret, as ccache's system-wide configuration, for the RUNs that
     # compile. Absent (no compile cache), the mount is skipped and ccache uses its own.

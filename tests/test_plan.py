@@ -38,6 +38,9 @@ class SetEngine:
     def config(self, ref: str) -> dict[str, object]:
         return {}  # an image in memory has no configuration to carry over a squash
 
+    def layers(self, ref: str) -> list[str]:
+        return []  # no layers in memory: every stage shares its parent's (none)
+
     def tag(self, ref: str, alias: str) -> None:
         self.refs.add(alias)
 

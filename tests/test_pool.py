@@ -31,6 +31,9 @@ class Holding:
     def config(self, ref: str) -> Mapping[str, object]:
         raise NotImplementedError
 
+    def layers(self, ref: str) -> list[str]:
+        raise NotImplementedError
+
     def tag(self, ref: str, alias: str) -> None:
         raise NotImplementedError
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
+from conftest import PINS
+from test_plan import SetEngine
+
 import stages
+from rocmgraph.build import solve_recipe
 from rocmgraph.graph import Stage, make_graph
+from rocmgraph.run import Options, Run
 from rocmgraph.solve import Router, waves
 
 GRAPH = stages.graph()
@@ -88,3 +95,32 @@ def test_a_step_goes_to_its_stage_whichever_build_ran_it() -> None:
 def test_a_file_of_one_stage_names_no_stage_in_its_steps() -> None:
     told = route([("vllm", "#4 [1/4] FROM docker.io/x"), ("vllm", "#4 CACHED")])
     assert told == {"vllm": ["#1 [1/4] FROM docker.io/x", "#1 CACHED"]}
+
+
+class Configured(SetEngine):
+    """In memory, with the configuration a squashed stage takes from its parent's image."""
+
+    def config(self, ref: str) -> dict[str, object]:
+        return {"Env": ["PATH=/opt/venv/bin:/usr/bin", "DEBIAN_FRONTEND=noninteractive"]}
+
+
+def test_a_solve_file_holds_its_stages_and_takes_the_rest_as_images() -> None:
+    run = Run(Options(pins=str(PINS), arch="gfx942"), GRAPH)
+    wave = ("slim", "verl", "assemble", "manifest")
+    images = {name: run.ref(name) for name in GRAPH.order if name not in wave}
+    text, owners = solve_recipe(run, Configured(set()), wave, images)
+    froms = re.findall(r"^FROM .*$", text, re.MULTILINE)
+    wheels = run.ref("wheels")
+    assert froms[:2] == [f"FROM {wheels} AS slim_trimmed", "FROM scratch AS slim"]
+    assert "FROM slim AS verl" in froms
+    assert f"FROM {run.ref('prune')} AS prune" in froms  # assemble's alias of an image
+    assert froms[-2:] == ["FROM verl AS assemble", "FROM assemble AS manifest"]
+    assert "ARG SLIM_IMAGE" not in text
+    assert "${WHEELS_IMAGE}" not in text
+    # slim ends with the configuration of wheels' image, less the build-only variables
+    slim = text.split("FROM scratch AS slim", 1)[1].split("\nFROM ", 1)[0]
+    assert 'ENV PATH="/opt/venv/bin:/usr/bin"' in slim
+    assert "DEBIAN_FRONTEND" not in slim
+    assert owners["slim_trimmed"] == owners["slim"] == "slim"
+    assert owners["prune"] == "assemble"
+    assert owners["manifest"] == "manifest"

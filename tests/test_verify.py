@@ -3,6 +3,7 @@ here; the real checks on the demo's image, a tampered copy and other pins, end t
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -91,3 +92,33 @@ def test_every_stage_of_the_demo_rebuilds_to_the_same_files(tmp_path: Path) -> N
         stage: (0, f"{stage}: identical (every file of a rebuild without cache is the same)")
         for stage in stages.graph().order
     }
+
+
+@pytest.mark.docker
+@pytest.mark.usefixtures("e2e")
+def test_a_stage_solved_with_its_parent_is_built_on_the_parent_s_image(tmp_path: Path) -> None:
+    """A rebuild without cache leaves BuildKit two results of slim's steps; the two builds of
+    one solve of slim and verl may then take one each. verl must still ship on slim's
+    image: built again on it, said in one warning, when they differ."""
+    world = copy_of_demo(tmp_path)
+    assert world.build().returncode == 0
+    checked = run_doit("verify", f"profile={world.profile}", f"pins={world.pins}",
+                       "arch=gfx942", "stage=slim")  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    plan = world.plan()
+    refs = {stage: f"verl-e2e/{stage}:{plan[stage]['key']}" for stage in ("slim", "verl")}
+    docker("image", "rm", *refs.values())
+    result = run_doit("build:verl", f"profile={world.profile}", f"pins={world.pins}",
+                      "arch=gfx942")  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    layers = {
+        stage: json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", ref))
+        for stage, ref in refs.items()
+    }
+    assert layers["verl"][: len(layers["slim"])] == layers["slim"]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings in (
+        [],
+        ["warning: verl: built on another copy of a parent's layers than its image holds "
+         "(BuildKit's cache keeps two of them); building again on the image"],
+    ), result.stderr  # fmt: skip

@@ -48,10 +48,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dir", required=True)
     parser.add_argument("--version", required=True)
     parser.add_argument("--build-json", required=True)
+    # a variable of the build's steps, not of the image (an ARG of the stage it builds on)
+    parser.add_argument("--build-only", action="append", default=[])
     args = parser.parse_args(argv)
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "env.txt").write_text("\n".join(redact(os.environ)) + "\n")
+    environ = {k: v for k, v in os.environ.items() if k not in args.build_only}
+    (out / "env.txt").write_text("\n".join(redact(environ)) + "\n")
     pip = subprocess.run(
         [sys.executable, "-m", "pip", "list"], capture_output=True, text=True, check=True
     )

@@ -338,6 +338,12 @@ class DockerEngine:
             return self._sizes[ref]
         return int(self._docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
 
+    def layers(self, ref: str) -> list[str]:
+        found = json.loads(
+            self._docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", ref)
+        )
+        return [str(layer) for layer in found or []]
+
     def config(self, ref: str) -> dict[str, object]:
         """``docker image inspect``'s ``.Config`` of ``ref``."""
         found = json.loads(self._docker("image", "inspect", "--format", "{{json .Config}}", ref))

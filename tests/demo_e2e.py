@@ -202,8 +202,12 @@ def prepare(profile: str) -> None:
 
 @pytest.fixture(scope="session")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> E2E:
-    """The shared demo of test_e2e.py: its pins, in an empty namespace."""
+    """The shared demo of test_e2e.py: its pins, in an empty namespace and an empty BuildKit
+    cache. The cold build is cold: an earlier run's rebuilds without cache (`doit verify
+    stage=`) leave BuildKit two results of one step, which the cold build would build past
+    (a stage again on its parent's image, test_verify.py), not as the suite expects."""
     need_docker()
     empty_namespace("verl-e2e")
+    docker("builder", "prune", "--all", "--force")
     prepare("demo")
     return copy_of_demo(tmp_path_factory.mktemp("e2e"))

@@ -10,8 +10,6 @@ two side by side.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -82,13 +80,5 @@ def stage_texts(
 
 
 def prepare(run: Run, engine: Engine, outside: Outside, dest: Path) -> Path:
-    """One build context for the whole file: every stage's context, merged."""
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
-        for stage in run.graph:
-            part = context.prepare(run, engine, outside, stage.name, Path(scratch) / stage.name)
-            (part / "Dockerfile").unlink()
-            shutil.copytree(part, dest, dirs_exist_ok=True, symlinks=True)
-    (dest / "Dockerfile").write_text(dockerfile(run), encoding="utf-8")
-    return dest
+    """One build context for the whole file: every stage's context, merged (as a solve's)."""
+    return context.prepare_many(run, outside, run.graph.order, dest, recipe=dockerfile(run))

@@ -48,7 +48,7 @@ from rocmgraph.recipe import PIP_SECRET
 from rocmgraph.run import Options, Run
 
 NAMESPACE = "verl-fleet"
-PORT = 38473
+PORT = 28473
 
 
 def layer_bytes(env: dict[str, str]) -> int:

@@ -31,8 +31,8 @@ from rocmgraph.outside.registry import Client
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 GRAPH = stages.graph()
-PORT = 38472
-REDIS_PORT = 38473
+PORT = 28472  # below the ephemeral range, as the demo's ports (demo/profile.py)
+REDIS_PORT = 28473
 LOCAL = "unix:///var/run/docker.sock"  # engine A, as bootstrap.sh starts it
 
 

@@ -39,8 +39,10 @@ from rocmgraph.run import Options, Run
 if TYPE_CHECKING:
     from rocmgraph.demo.serve import Files, Registry
 
-HTTP_PORT = 38470
-REGISTRY_PORT = 38471
+# Below Linux's ephemeral range (32768-60999): a client socket of any build can hold a
+# port in that range, and the server then cannot bind it.
+HTTP_PORT = 28470
+REGISTRY_PORT = 28471
 REGISTRY = f"127.0.0.1:{REGISTRY_PORT}"
 
 # Pushes a profile's base image to its reference, given the demo's root: returns its digest.

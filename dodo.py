@@ -48,6 +48,7 @@ def _options(variables: tasks.Variables) -> Options:
             builder=variables.text("builder"),
             compile_cache=variables.text("compile_cache"),
             progress=variables.text("progress", "auto"),
+            hermetic=variables.flag("hermetic", default=True),
         )
     )
 
@@ -60,7 +61,8 @@ def task_plan() -> dict[str, Any]:
 
 
 def task_lock() -> dict[str, Any]:
-    return TASKS.lock_task(_options(_variables()))
+    variables = _variables()
+    return TASKS.lock_task(_options(variables), variables.flag("closures"))
 
 
 def task_patches() -> dict[str, Any]:

@@ -29,7 +29,7 @@ from rocmgraph.fsutil import owned
 from rocmgraph.ledger import LEDGER, Entry, Status
 from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.progress import CONSOLE
-from rocmgraph.recipe import CCACHE_SECRET, PIP_SECRET
+from rocmgraph.recipe import CCACHE_SECRET, CLOSURE_PYTHON, PIP_SECRET
 from rocmgraph.run import Run
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # The build argument of each command-line variable a stage takes (as verl's recipe names it).
 BUILD_ARGS = {"commit_tag": "GIT_COMMIT_TAG"}
 KEY_LABEL = "org.verl-rocm-graph.key"  # every stage image says its key; a pull is checked by it
+HERMETIC_LABEL = "org.verl-rocm-graph.hermetic"  # "true": built with the network off
 
 # Shared caches that did not answer in this run: said once, then built past.
 _SILENT: set[str] = set()
@@ -225,7 +226,7 @@ def build_stages(
     has run."""
     # Imported here, not above: what only a build needs (fetching, patching, locking: a
     # third of the import time) is not paid by a run that finds everything built.
-    from rocmgraph.lock import check_locked
+    from rocmgraph.lock import check_closures, check_locked
 
     if run.options.locked:
         check_locked(run.pins)
@@ -233,6 +234,8 @@ def build_stages(
         if _cache_answers(run) and not is_cached(run, outside, name):
             _push_soon(run, engine, name)  # built before the cache was set, or a push failed
     todo = to_build(run, engine, outside, names)
+    if run.options.locked:
+        check_closures(run, todo)
     builds = _Builds(run, engine, outside, where, done or (lambda name, error: None))
     with contextlib.ExitStack() as held:
         # One build of a stage key at a time, among all runs that share this state directory
@@ -244,7 +247,9 @@ def build_stages(
             held.enter_context(statelock.held(lock, me, run.options.wait))
         if todo:
             engine.refresh()  # another run may have built some since this one looked
-        for wave in solve.waves(run.graph, [n for n in todo if not is_built(run, engine, n)]):
+        left = [name for name in todo if not is_built(run, engine, name)]
+        sealed = {name for name in left if run.sealed(name)}
+        for wave in solve.waves(run.graph, left, sealed):
             builds.solve(wave)
     first = next((builds.failed[n] for n in run.graph.order if n in builds.failed), None)
     if first is not None:
@@ -308,7 +313,11 @@ class _Builds:
             records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
             LEDGER.start(name, key.short, last_seconds(run, name), self.where)
         errors: dict[str, GraphToolError] = {}
-        with _StageLogs(self.outside.logs, run, wave) as logs, _secrets(run) as (secrets, hide):
+        sealed = run.sealed(wave[0]) is not None  # a wave is sealed or not throughout (waves)
+        with (
+            _StageLogs(self.outside.logs, run, wave) as logs,
+            _secrets(run, sealed=sealed) as (secrets, hide),
+        ):
             router = solve.Router(owners, logs.tell)
             jobs = {
                 # each build's own output, as docker gave it, beside the stage logs
@@ -395,7 +404,10 @@ class _Builds:
         key = self.run.keys[name]
         self._seconds[name] = seconds
         compiled = compilecache.from_log(logs.text(name))
-        entry = Entry(Status.BUILT, seconds, self.where, str(compiled or ""), key=key.short)
+        network = "off" if self.run.sealed(name) else "on"
+        entry = Entry(
+            Status.BUILT, seconds, self.where, str(compiled or ""), key=key.short, network=network
+        )
         LEDGER.record(name, entry)
         self.built.add(name)
 
@@ -440,7 +452,10 @@ def solve_recipe(
         if stage.squash:  # FROM scratch: the configuration of the image it squashes
             config = engine.config(run.ref(stage.parents[0]))
             configs[name] = imageconfig.lines(config, stage.drop_env)
-    parts = monolith.stage_texts(run, wave, images=images, squash=True, configs=configs)
+    sealed = [name for name in wave if run.sealed(name)]
+    parts = monolith.stage_texts(
+        run, wave, images=images, squash=True, configs=configs, sealed=sealed
+    )
     owners = {alias: name for name, text in parts.items() for alias in _AS.findall(text)}
     header = f"# One solve of {', '.join(wave)}, as rocmgraph renders it for this build.\n"
     return "\n".join([header, *parts.values()]), owners
@@ -547,21 +562,31 @@ def last_seconds(run: Run, name: str) -> float | None:
     return record.seconds if record is not None and record.seconds else None
 
 
-def secret_texts(run: Run, index: str) -> dict[str, str]:
+def secret_texts(
+    run: Run, index: str, *, report: bool = False, sealed: bool = False
+) -> dict[str, str]:
     """The BuildKit secrets of a build, id -> text: pip's configuration (``index``, its login
-    included) and, with a shared compile cache, ccache's (local hits are shared too)."""
-    texts = {PIP_SECRET: f"[global]\nindex-url = {index}\n"}
+    included; ``report``: each install prints its JSON report; ``sealed``: no index, only
+    the closure's files) and, with a shared compile cache, ccache's (local hits are shared
+    too)."""
+    pip = f"[global]\nindex-url = {index}\n" + ("[install]\nreport = -\n" if report else "")
+    if sealed:
+        pip = f"[global]\nno-index = true\nfind-links = {CLOSURE_PYTHON}\n"
+    texts = {PIP_SECRET: pip}
     if run.compile_cache:
         texts[CCACHE_SECRET] = f"remote_storage = {run.compile_cache}\nreshare = true\n"
     return texts
 
 
 @contextlib.contextmanager
-def _secrets(run: Run) -> Iterator[tuple[dict[str, Path], tuple[str, ...]]]:
+def _secrets(
+    run: Run, *, report: bool = False, sealed: bool = False
+) -> Iterator[tuple[dict[str, Path], tuple[str, ...]]]:
     """The secrets of a build in private files while the block runs, and the URLs whose
     passwords its output must not show."""
     index = credentials.with_login(run.pins.python.index, credentials.netrc_path())
-    with private_files(secret_texts(run, index), run.state_dir / "secrets") as secrets:
+    texts = secret_texts(run, index, report=report, sealed=sealed)
+    with private_files(texts, run.state_dir / "secrets") as secrets:
         yield secrets, (index, run.compile_cache)
 
 
@@ -590,13 +615,18 @@ def _job(
         secrets=secrets,
         hide=hide,  # their passwords, should a tool ever print them
         target=name,
+        network="none" if run.sealed(name) else "",  # hermetic: only its closure comes in
         on_line=lambda line: None,
     )
 
 
-def rebuild(run: Run, engine: Engine, outside: Outside, name: str, tag: str) -> None:
+def rebuild(
+    run: Run, engine: Engine, outside: Outside, name: str, tag: str, *, report: bool = False
+) -> list[str]:
     """Build stage ``name`` again, every step run anew, tagged ``tag`` (its parents as they
-    are): what `doit verify stage=` compares with the image of its key."""
+    are): what `doit verify stage=` compares with the image of its key. ``report``: pip
+    prints a report of each install (what `doit lock closures=1` reads); the build's output
+    lines are returned."""
     from rocmgraph import context
 
     images = {}
@@ -606,10 +636,12 @@ def rebuild(run: Run, engine: Engine, outside: Outside, name: str, tag: str) -> 
     recipe, _ = solve_recipe(run, engine, (name,), images)
     scratch = run.state_dir / "contexts" / f"verify-{name}-{run.keys[name].short}"
     context_dir = context.prepare_many(run, outside, (name,), scratch, recipe=recipe)
-    with _secrets(run) as (secrets, hide):
+    lines: list[str] = []
+    with _secrets(run, report=report, sealed=run.sealed(name) is not None) as (secrets, hide):
         job = _job(run, (name,), name, context_dir, secrets=secrets, hide=hide)
-        engine.build(dataclasses.replace(job, ref=tag, no_cache=True))
+        engine.build(dataclasses.replace(job, ref=tag, no_cache=True, on_line=lines.append))
     shutil.rmtree(context_dir, ignore_errors=True)
+    return lines
 
 
 @contextlib.contextmanager
@@ -629,8 +661,13 @@ def private_files(texts: Mapping[str, str], folder: Path) -> Iterator[dict[str, 
 
 
 def labels(run: Run, name: str) -> dict[str, str]:
-    """Every stage: its name and key. The final image: OCI labels and every stage's key."""
-    found = {"org.verl-rocm-graph.stage": name, KEY_LABEL: run.keys[name].key}
+    """Every stage: its name, key, and whether it built with the network off (from its
+    closure). The final image: OCI labels and every stage's key."""
+    found = {
+        "org.verl-rocm-graph.stage": name,
+        KEY_LABEL: run.keys[name].key,
+        HERMETIC_LABEL: "true" if run.sealed(name) else "false",
+    }
     if name == run.graph.final:
         pins = run.pins
         found.update(

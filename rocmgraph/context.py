@@ -7,7 +7,9 @@ Layout, relative to the context root:
 - ``wheels/``: the pinned wheels and a ``requirements.txt`` with their hashes;
 - ``rocm.gpg.key``: the apt key, checked against its sha256;
 - ``docker/...``: the recipe files the stage copies in, at their repository paths;
-- ``build.json``: the provenance of the build, for the manifest stage.
+- ``build.json``: the provenance of the build, for the manifest stage;
+- ``closure/<stage>/python/``, ``closure/<stage>/apt/``: a sealed stage's closure (what its
+  build fetched, rocmgraph/closure.py), each file from the store, checked by sha256.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rocmgraph import keys, patches, provenance
+from rocmgraph.closure import KINDS
 from rocmgraph.engine import Engine
 from rocmgraph.errors import FetchError, LockError
 from rocmgraph.graph import Fetch
@@ -80,9 +83,23 @@ def _fill(run: Run, outside: Outside, name: str, dest: Path) -> None:
             (dest / "keys").mkdir()
             for repo_name, repo in pins.base.repos.items():
                 _repo_key(outside.store, repo_name, repo, dest / "keys" / f"{repo_name}.asc")
+    _closure(run, outside.store, name, dest / "closure" / name)
     if Fetch.PROVENANCE in stage.fetches:
         record = provenance.build_json(run, name)
         (dest / "build.json").write_text(record, encoding="utf-8")
+
+
+def _closure(run: Run, store: Store, name: str, dest: Path) -> None:
+    """A sealed stage's closure, each file from the store (fetched there by its sha256)."""
+    sealed = run.sealed(name)
+    if sealed is None:
+        return
+    for kind in KINDS:
+        (dest / kind).mkdir(parents=True)
+    for item in sealed.files:
+        what = f"stage {name}: {item.name} {item.version} (its closure)"
+        stored = store.fetch(item.url, item.file, item.sha256, what)
+        _link(stored.path, dest / item.kind / item.file)
 
 
 def _wheels(pins: Pins, store: Store, dest: Path) -> None:

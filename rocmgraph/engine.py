@@ -27,6 +27,7 @@ class BuildJob:
     hide: tuple[str, ...] = ()  # URLs whose passwords its log must not show
     no_cache: bool = False  # every step run again (a rebuild that checks the first)
     target: str = ""  # the stage of a multi-stage Dockerfile it builds ("": the last)
+    network: str = ""  # its steps' network ("": the engine's); "none" for a sealed stage
     log: Path | None = None  # where its output goes (None: the engine's log of the stage)
     # Each line of the build's output as it comes (its log has them all); None: printed.
     on_line: Callable[[str], None] | None = field(default=None, compare=False)

@@ -38,6 +38,7 @@ class Entry:
     compiled: str = ""  # what ccache did, as the build's line says it
     shared: bool | None = None  # pushed to the shared cache; False: its push failed
     key: str = ""  # its key, short
+    network: str = ""  # a build's: "off" (hermetic, from its locked closure) or "on"
     started: float = 0.0  # time.monotonic() when its build began
     step: str = ""  # the BuildKit step it is on: "[5/7] RUN pip wheel …"
     expected: float | None = None  # seconds, from its last build's record
@@ -168,6 +169,6 @@ class Ledger:
         atomic_write_text(path, json.dumps(report, indent=1) + "\n")
 
 
-_REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key"}
+_REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key", "network"}
 
 LEDGER = Ledger()

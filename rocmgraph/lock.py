@@ -11,10 +11,11 @@ fails when anything is still unlocked, for CI.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocmgraph import closure
 from rocmgraph.errors import Answer, FetchError, LockError
 from rocmgraph.outside import Outside, apt, pypi, registry
 from rocmgraph.outside.http import Http
@@ -61,6 +62,20 @@ def check_locked(pins: Pins) -> None:
         raise LockError(
             f"{pins.file} is not locked: {names}; run `doit lock` where the network allows "
             "and commit the pins file"
+        )
+
+
+def check_closures(run: Run, names: Sequence[str]) -> None:
+    """For ``locked=1``, before any build: refuse stages to build whose key has no closure in
+    the lock file (what they fetch as they build is not locked)."""
+    lock = closure.load(closure.lock_path(run.options.pins))
+    missing = lock.missing({name: run.keys[name].key for name in names})
+    if missing:
+        named = ", ".join(f"{name} at {run.keys[name].short}" for name in missing)
+        raise LockError(
+            f"{lock.path} holds no closure for {named}: what they fetch as they build is not "
+            f"locked; run `doit lock closures=1` where the network allows and commit "
+            f"{lock.path.name}"
         )
 
 
@@ -187,3 +202,54 @@ def run_lock(run: Run, outside: Outside) -> Answer:
     if failed:
         return Answer(lines, LockError(f"{len(failed)} values could not be resolved; see above"))
     return Answer(lines)
+
+
+def lock_closures(run: Run, outside: Outside) -> Answer:
+    """`doit lock closures=1`: each stage whose key has no closure in the lock file is built
+    again with the network, every step anew, and what pip and apt report fetching becomes its
+    closure; every file of it is downloaded into the store and checked against its sha256.
+    The image is built first where it is not (with the network, as any build today)."""
+    from rocmgraph import build
+    from rocmgraph import keys as keys_
+
+    engine = outside.docker
+    path = closure.lock_path(run.options.pins)
+    lock = closure.load(path)
+    build.build_stages(run, engine, outside, run.graph.order)
+    found = dict(lock.closures)
+    lines = []
+    for name in run.graph.order:
+        key = run.keys[name].key
+        if (name, key) in found:
+            lines.append(f"{name}: locked at {key[:12]}")
+            continue
+        tag = f"{run.namespace}/{name}:lock-{key[:12]}"
+        try:
+            output = build.rebuild(run, engine, outside, name, tag, report=True)
+        finally:
+            engine.untag(tag)
+        fetched = closure.receipts(output)
+        for item in fetched:
+            outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
+        found[(name, key)] = closure.Closure(name, key, fetched)
+        lines.append(_closure_line(name, key, fetched))
+    # What the lock keeps: the closures of the keys the pins give now, for this run's archs,
+    # each one arch of [build].archs and all of them; older keys' closures go.
+    archs = {run.archs, run.pins.build.archs, *((arch,) for arch in run.pins.build.archs)}
+    current = {
+        (stage, key.key)
+        for arch_set in archs
+        for stage, key in keys_.compute(run.graph, run.pins, arch_set, run.variables).items()
+    }
+    kept = {entry: found[entry] for entry in found if entry in current}
+    closure.save(closure.LockFile(path, kept))
+    files = {item for entry in kept.values() for item in entry.files}
+    lines.append(f"{path}: {len(kept)} closures, {len(files)} files, every one by sha256")
+    return Answer(lines)
+
+
+def _closure_line(name: str, key: str, fetched: tuple[closure.Fetched, ...]) -> str:
+    kinds = ", ".join(
+        f"{sum(1 for item in fetched if item.kind == kind)} {kind}" for kind in closure.KINDS
+    )
+    return f"{name}: locked at {key[:12]} ({kinds} files)"

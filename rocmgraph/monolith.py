@@ -45,18 +45,21 @@ def stage_texts(
     images: Mapping[str, str] | None = None,
     squash: bool = False,
     configs: Mapping[str, Sequence[str]] | None = None,
+    sealed: Collection[str] = (),
 ) -> dict[str, str]:
     """Each stage's part of the file, in build order: ``FROM <parent> AS <stage>`` and its
     steps (a stage with no parent keeps its image reference). Of ``names`` (default: every
     stage); a parent not among them enters as its image (``images``: stage -> ref).
     ``squash``: a squashed stage squashes, and ends with the configuration ``configs`` gives
-    it (only an engine can tell the configuration of the image it squashes)."""
+    it (only an engine can tell the configuration of the image it squashes). ``sealed``: the
+    stages that build with the network off, from their closures."""
     chosen = set(run.graph.order if names is None else names)
     parts = {}
     for stage in run.graph:
         if stage.name not in chosen:
             continue
-        text = _ARG.sub("", render(stage, run.pins, run.archs, squash=squash))
+        rendered = render(stage, run.pins, run.archs, squash=squash, sealed=stage.name in sealed)
+        text = _ARG.sub("", rendered)
         for parent in stage.parents:
             variable = "${" + parent_arg(parent) + "}"
             if parent not in chosen:

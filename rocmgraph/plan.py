@@ -36,6 +36,7 @@ class StagePlan:
     missing: tuple[Missing, ...]  # pins it reads that are not known yet
     note: str
     estimate: estimate.Estimate | None  # what building it costs; None when built
+    hermetic: bool  # it builds with the network off, from its locked closure
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def make_plan(
                 estimate=None
                 if built or in_cache or problem  # no engine: what is built is not known
                 else estimate.estimate(stage.name, record.seconds if record else None, references),
+                hermetic=run.sealed(stage.name) is not None,
             )
         )
     costs = {p.name: p.estimate for p in plans if p.estimate is not None}
@@ -147,6 +149,7 @@ def as_json(run: Run, plan: Plan) -> str:
                 "estimate": None
                 if stage.estimate is None
                 else {"seconds": stage.estimate.seconds, "from": str(stage.estimate.source)},
+                "hermetic": stage.hermetic,
             }
             for stage in plan.stages
         ],
@@ -158,6 +161,21 @@ def as_json(run: Run, plan: Plan) -> str:
         },
     }
     return json.dumps(document, indent=2)
+
+
+def _network(run: Run, plan: Plan) -> list[str]:
+    """How the stages to build reach the network, once closures are locked (or refused)."""
+    todo = [stage for stage in plan.stages if stage.status is Status.NOT_BUILT]
+    if not todo or not (run.lock.closures or not run.options.hermetic):
+        return []
+    if not run.options.hermetic:
+        return ["network: on for every stage (hermetic=0)"]
+    sealed = [stage.name for stage in todo if stage.hermetic]
+    open_ = [stage.name for stage in todo if not stage.hermetic]
+    line = f"network: off for {len(sealed)} of {len(todo)} stages to build (closures locked)"
+    if open_:
+        line += f"; on for {', '.join(open_)} (no closure locked: doit lock closures=1)"
+    return [line]
 
 
 def as_text(run: Run, plan: Plan) -> str:
@@ -186,6 +204,7 @@ def as_text(run: Run, plan: Plan) -> str:
         lines.append(f"{total} stages: {built} built{in_cache}, {total - built - cached} to build")
     if plan.total.stages:
         lines.append(plan.total.text())
+    lines += _network(run, plan)
     if plan.total.reference:
         lines.append("(ref): the real image's build time, as cited in docker/durations.toml")
     return "\n".join(lines)

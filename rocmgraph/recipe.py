@@ -29,6 +29,10 @@ from rocmgraph.layout import DOCKER
 from rocmgraph.pins import PinPath, Pins, format_table
 
 PIP_SECRET = "pip.conf"
+# Where a sealed stage's closure is mounted: a folder every base image has, since BuildKit
+# (before 0.10) leaves a mount point it had to make in the image, which an open build lacks.
+CLOSURE = "/mnt"
+CLOSURE_PYTHON = f"{CLOSURE}/python"  # where a sealed stage's pip finds its closure
 CCACHE_SECRET = "ccache.conf"
 SOURCE_DATE_EPOCH = 315532800  # 1980-01-01: what a rebuild stamps on what it makes
 
@@ -95,6 +99,8 @@ def _environment() -> jinja2.Environment:
     # after /etc/pip.conf, so a base image's own configuration is not hidden.
     env.globals["pip"] = f"--mount=type=secret,id={PIP_SECRET}"
     env.globals["pip_secret"] = PIP_SECRET
+    env.globals["closure"] = CLOSURE
+    env.globals["closure_python"] = CLOSURE_PYTHON
     # SOURCE_DATE_EPOCH (an ARG too: for the build only) makes what pip installs the same
     # bytes in a rebuild: bytecode checked by hash, not stamped with the time of the install,
     # and wheels (zips) dated 1980-01-01, the first time a zip can say.
@@ -214,14 +220,25 @@ def context(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> dict[str, objec
     return view
 
 
-def render(stage: Stage, pins: Pins, archs: tuple[str, ...], *, squash: bool = True) -> str:
+def render(
+    stage: Stage, pins: Pins, archs: tuple[str, ...], *, squash: bool = True, sealed: bool = False
+) -> str:
     """Stage ``stage``'s Dockerfile. ``squash=False`` renders it for one plain Dockerfile
     (monolith.py), where no engine appends a squashed stage's configuration: its stages
-    then remove in place."""
+    then remove in place. ``sealed``: it builds with the network off, from its closure (the
+    files its build fetched, by sha256, in the context's ``closure/<stage>/``); a stage's key
+    is of the recipe as it renders unsealed, since the closure is the one its key fetched."""
     where = f"docker/{stage.recipe}"
+    view = {**context(stage, pins, archs), "squash": squash, "sealed": sealed}
+    if sealed:
+        # pip finds packages only in the closure's folder: no index, no network (build.py)
+        view["pip"] = (
+            f"--mount=type=secret,id={PIP_SECRET} "
+            f"--mount=type=bind,source=closure/{stage.name},target={CLOSURE}"
+        )
     try:
         template = _environment().get_template(stage.recipe)
-        return template.render({**context(stage, pins, archs), "squash": squash})
+        return template.render(view)
     except jinja2.TemplateNotFound:
         raise RenderError(f"{where}: no such template; stage {stage.name!r} names it") from None
     except jinja2.UndefinedError as exc:

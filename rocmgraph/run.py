@@ -1,6 +1,7 @@
 """One invocation: the pins loaded once, the arch set, the profile's graph and its keys.
 
-A Run is pure: it reads the pins file and nothing else (the engine, the network
+A Run is pure: it reads the pins file and its lock file (the closures, read only by a build
+that needs them) and nothing else (the engine, the network
 and the caches come in from the task layer as an ``Outside``). Task creators
 make a Run from doit's variables without reading anything; the first action
 that needs the pins loads them, so ``doit list`` works even when pins.toml is
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocmgraph import closure
 from rocmgraph import keys as keys_
 from rocmgraph import pins as pins_
 from rocmgraph.archs import parse_archs
@@ -40,6 +42,7 @@ class Options:
     builder: str = ""  # the buildx builder builds run on ("": the engine's own BuildKit)
     compile_cache: str = ""  # ccache's remote storage for source builds; "": [build].compile_cache
     progress: str = "auto"  # the console: auto (live in a terminal, else lines), plain, quiet
+    hermetic: bool = True  # a stage whose closure is locked builds with the network off
 
 
 class Run:
@@ -73,6 +76,16 @@ class Run:
     @functools.cached_property
     def keys(self) -> dict[str, StageKey]:
         return keys_.compute(self.graph, self.pins, self.archs, self.variables)
+
+    @functools.cached_property
+    def lock(self) -> closure.LockFile:
+        """The closures locked beside the pins file (rocmgraph/closure.py)."""
+        return closure.load(closure.lock_path(self.options.pins))
+
+    def sealed(self, stage: str) -> closure.Closure | None:
+        """The closure stage ``stage`` builds from with the network off: its key's, if the
+        lock holds one, unless ``hermetic=0``."""
+        return self.lock.get(stage, self.keys[stage].key) if self.options.hermetic else None
 
     @property
     def namespace(self) -> str:

@@ -8,7 +8,9 @@ need each other run side by side; each stage's image is exported as soon as it i
 while the stages after it build on. A one-stage solve is a stage built alone.
 
 A squashed stage takes the configuration of the image it squashes, which the engine can
-only tell once that image exists: such a stage waits for the next solve (``waves``).
+only tell once that image exists: such a stage waits for the next solve (``waves``). So does
+a sealed stage (built with the network off) after an open one it needs, and the other way
+round: a build's network is one for all its steps, its parents' in the file included.
 
 The builds' outputs interleave, and a step two builds share prints its output in whichever
 build ran it: ``Router`` gives each stage's log the lines of its own steps.
@@ -23,28 +25,37 @@ from collections.abc import Callable, Collection, Mapping
 from rocmgraph.graph import Graph
 
 
-def waves(graph: Graph, todo: Collection[str]) -> list[tuple[str, ...]]:
-    """``todo`` as solves to run one after the other, each in build order: one, unless a
-    squashed stage must wait for the image whose configuration it takes."""
+def waves(
+    graph: Graph, todo: Collection[str], sealed: Collection[str] = ()
+) -> list[tuple[str, ...]]:
+    """``todo`` as solves to run one after the other, each in build order and either all
+    ``sealed`` or none: one, unless a squashed stage must wait for the image whose
+    configuration it takes, or a stage for one it needs that is built with another network."""
     remaining = set(todo)
     found = []
     while remaining:
-        first = _first(graph, remaining)
-        found.append(tuple(name for name in graph.order if name in first))
+        first = _first(graph, remaining, set(sealed))
+        for part in (first & set(sealed), first - set(sealed)):
+            if part:
+                found.append(tuple(name for name in graph.order if name in part))
         remaining -= first
     return found
 
 
-def _first(graph: Graph, todo: set[str]) -> set[str]:
+def _first(graph: Graph, todo: set[str], sealed: set[str]) -> set[str]:
     """The stages of ``todo`` that can be solved now: all, unless a squashed stage's first
-    parent is among them; then that parent and what it needs from ``todo``."""
+    parent is among them, or a stage needs one of them sealed otherwise than itself; then
+    what those need from ``todo``."""
     needed: set[str] = set()
     for name in todo:
         stage = graph[name]
         if stage.squash and stage.parents and stage.parents[0] in todo:
             parent = stage.parents[0]
             needed |= ({parent} | graph.ancestors(parent)) & todo
-    return _first(graph, needed) if needed else todo
+        for other in graph.ancestors(name) & todo:
+            if (other in sealed) != (name in sealed):
+                needed |= ({other} | graph.ancestors(other)) & todo
+    return _first(graph, needed, sealed) if needed else todo
 
 
 # A step as --progress=plain starts it ("#9 [vllm_build 5/7] RUN ...", "#3 [internal] load

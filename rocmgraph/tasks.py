@@ -222,6 +222,12 @@ VARIABLES: dict[str, Variable] = {
     "pins": Variable("the pins file; default pins.toml, or the profile's"),
     "arch": Variable("the archs to build for, e.g. gfx942,gfx950; default [build].archs", _arch),
     "locked": Variable("1 refuses anything unlocked, for CI", flag),
+    "hermetic": Variable(
+        "0 builds every stage with the network, its closure locked or not; default 1", flag
+    ),
+    "closures": Variable(
+        "1 makes lock build each stage with the network and record what it fetched", flag
+    ),
     "network": Variable("docker build --network; default $VERL_GRAPH_NETWORK"),
     "profile": Variable("demo (or demo702) builds an offline demo profile", _profile),
     "format": Variable("text or json, for plan, patches and audit", _format),
@@ -286,8 +292,8 @@ class Variables:
     def text(self, name: str, default: str = "") -> str:
         return self.given.get(_known(name), default)
 
-    def flag(self, name: str) -> bool:
-        return flag(name, self.given.get(_known(name), "0"))
+    def flag(self, name: str, default: bool = False) -> bool:
+        return flag(name, self.given.get(_known(name), "1" if default else "0"))
 
 
 def _known(name: str) -> str:
@@ -424,19 +430,22 @@ class Tasks:
             show,
         )
 
-    def lock_task(self, options: Options) -> Task:
+    def lock_task(self, options: Options, closures: bool) -> Task:
         def run_lock() -> None:
             from rocmgraph import lock
 
-            _show(lock.run_lock(self.run(options), self.outside(options)))
+            run, outside = self.run(options), self.outside(options)
+            _show(lock.lock_closures(run, outside) if closures else lock.run_lock(run, outside))
 
-        return {
+        task: Task = {
             "doc": "record what only the network knows: wheel files and sha256, full commits, "
-            "digests",
+            "digests; closures=1: what each stage fetches as it builds, file by file",
             "actions": [guarded(run_lock)],
             "uptodate": [False],
             "verbosity": 2,
         }
+        # Its builds fetch from the demo's upstreams: served meanwhile.
+        return {**task, "setup": ["demo"]} if options.profile and closures else task
 
     def patches_task(self, options: Options, fmt: str) -> Task:
         def show() -> None:

@@ -28,8 +28,8 @@ from conftest import ROOT
 CORE = {
     f"rocmgraph.{name}"
     for name in [
-        "archs", "compilecache", "dockerfile_audit", "dockerfile_syntax", "engine", "errors",
-        "expand", "estimate", "explain", "failpoints", "filetree", "fsutil", "graph",
+        "archs", "closure", "compilecache", "dockerfile_audit", "dockerfile_syntax", "engine",
+        "errors", "expand", "estimate", "explain", "failpoints", "filetree", "fsutil", "graph",
         "imageconfig", "keys", "kinds", "layout", "ledger", "pins", "pinsedit", "pipargs", "plan",
         "pool", "provenance", "recipe", "records", "run", "shell", "solve", "spelling",
     ]

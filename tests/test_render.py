@@ -9,6 +9,7 @@ from conftest import PINS, edit_toml, run_doit
 
 import stages
 from rocmgraph import pins
+from rocmgraph.dockerfile_syntax import parse
 from rocmgraph.errors import PinsError, RenderError
 from rocmgraph.graph import Stage
 from rocmgraph.recipe import render
@@ -199,6 +200,21 @@ def test_a_plain_base_installs_rocm_from_apt_and_wheels_by_hash(pins_text: str) 
         "pip install --no-index --no-deps --require-hashes -r /tmp/wheels/requirements.txt"
         in wheels
     )
+
+
+def test_a_sealed_stage_takes_pip_and_apt_packages_from_its_closure_only(pins_text: str) -> None:
+    plain = pins.loads(edit_toml(pins_text, ["base", "provides"], []))
+    rocm = render(GRAPH["rocm"], plain, BOTH, sealed=True)
+    assert rocm != render(GRAPH["rocm"], plain, BOTH)
+    assert "--mount=type=bind,source=closure/rocm,target=/mnt,rw" in rocm
+    assert "echo 'deb [trusted=yes] file:/mnt/apt ./' > /tmp/closure-apt.list" in rocm
+    assert "target=/var/lib/apt/lists" not in rocm  # no list from a repository with a network
+    assert "apt-get install -y --no-install-recommends rocm \\\n" in rocm  # as open: same resolve
+    wheels = render(GRAPH["wheels"], plain, BOTH, sealed=True)
+    pip = "--mount=type=bind,source=closure/wheels,target=/mnt"
+    assert f"    --mount=type=secret,id=pip.conf {pip} --mount=type=cache" in wheels
+    assert "pip install --find-links /tmp/wheels --find-links /mnt/python apex " in wheels
+    parse(rocm), parse(wheels)  # BuildKit's grammar takes them
 
 
 def test_doit_dockerfile_prints_the_rendered_dockerfile() -> None:

@@ -43,6 +43,16 @@ def test_a_squash_whose_parent_needs_another_squash_waits_for_both() -> None:
     assert waves(graph, []) == []
 
 
+def test_a_sealed_stage_and_an_open_one_it_needs_are_solved_apart() -> None:
+    """A build's network is one for all its steps: vLLM (open: its bump has no closure yet)
+    comes before the sealed stages that need it."""
+    todo = ["vllm", "sglang", "verl", "assemble", "manifest"]
+    sealed = {"sglang", "verl", "assemble", "manifest"}
+    assert waves(GRAPH, todo, sealed) == [("vllm",), ("sglang", "verl", "assemble", "manifest")]
+    assert waves(GRAPH, ["vllm", "sglang"], {"sglang"}) == [("sglang",), ("vllm",)]  # apart
+    assert waves(GRAPH, todo, set(todo)) == [tuple(n for n in GRAPH.order if n in todo)]
+
+
 def route(lines: list[tuple[str, str]]) -> dict[str, list[str]]:
     told: dict[str, list[str]] = {}
     router = Router({"vllm_build": "vllm", "vllm": "vllm", "assemble": "assemble"},

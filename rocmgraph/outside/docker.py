@@ -282,8 +282,9 @@ class DockerEngine:
             argv += ["--target", job.target]
         if job.no_cache:
             argv.append("--no-cache")
-        if self.network:
-            argv += ["--network", self.network]
+        network = job.network or self.network
+        if network:
+            argv += ["--network", network]
         for secret, path in sorted(job.secrets.items()):
             argv += ["--secret", f"id={secret},src={path}"]
         for name, value in sorted(job.build_args.items()):

@@ -1,0 +1,156 @@
+"""A stage's closure: read from a build's output, kept in the lock file, refused when missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import stages
+from rocmgraph import closure
+from rocmgraph.closure import Closure, Fetched, LockFile
+from rocmgraph.errors import LockError
+from rocmgraph.lock import check_closures
+from rocmgraph.run import Options, Run
+
+SHA = {name: name[0] * 64 for name in ("alpha", "beta", "cpp", "delta")}
+INDEX = "http://127.0.0.1:28470/packages"
+
+
+def report(*installs: tuple[str, str, str]) -> list[str]:
+    """pip's report of ``installs`` (name, version, url), as pip prints it: indented JSON."""
+    document = {
+        "version": "1",
+        "install": [
+            {
+                "download_info": {"url": url, "archive_info": {"hashes": {"sha256": SHA[name]}}},
+                "metadata": {"name": name, "version": version, "description": "a\nb"},
+            }
+            for name, version, url in installs
+        ],
+    }
+    return json.dumps(document, indent=2).splitlines()
+
+
+def step(number: int, texts: list[str]) -> list[str]:
+    """``texts`` as BuildKit's plain output shows a step's lines."""
+    return [f"#{number} {1 + index / 1000:.3f} {text}" for index, text in enumerate(texts)]
+
+
+def test_pip_reports_and_apt_receipts_are_read_from_interleaved_steps() -> None:
+    pip = step(
+        10,
+        [
+            "Looking in indexes: http://127.0.0.1:28470/simple",
+            "Collecting alpha==1.0",
+            *report(
+                ("alpha", "1.0", f"{INDEX}/alpha-1.0-py3-none-any.whl"),
+                ("beta", "2.0", f"{INDEX}/beta-2.0.tar.gz#sha256={SHA['beta']}"),
+                ("delta", "0.1", "file:///tmp/wheels/delta-0.1-py3-none-any.whl"),  # context
+            ),
+            "Successfully installed alpha-1.0 beta-2.0 delta-0.1",
+        ],
+    )
+    apt = step(
+        11,
+        [
+            "Setting up cpp-12 (12.2.0-14) ...",
+            "apt-receipt 'http://deb.debian.org/debian/pool/main/g/gcc-12/cpp-12_12.2.0-14_amd64"
+            f".deb' cpp-12_12.2.0-14_amd64.deb 10196880 SHA256:{SHA['cpp']}",
+        ],
+    )
+    # Two steps running at once: their lines interleave, each keeps its step's number.
+    mixed = [line for pair in zip(pip, apt, strict=False) for line in pair]
+    lines = ["#10 [verl 2/5] RUN pip install ...", *mixed, *pip[len(apt) :]]
+    assert closure.receipts(lines) == (
+        Fetched(
+            "apt", "cpp-12", "12.2.0-14", "cpp-12_12.2.0-14_amd64.deb",
+            "http://deb.debian.org/debian/pool/main/g/gcc-12/cpp-12_12.2.0-14_amd64.deb",
+            SHA["cpp"],
+        ),
+        Fetched(
+            "python", "alpha", "1.0", "alpha-1.0-py3-none-any.whl",
+            f"{INDEX}/alpha-1.0-py3-none-any.whl", SHA["alpha"],
+        ),
+        Fetched(
+            "python", "beta", "2.0", "beta-2.0.tar.gz", f"{INDEX}/beta-2.0.tar.gz", SHA["beta"]
+        ),
+    )  # fmt: skip
+
+
+def test_a_step_cut_at_buildkits_log_limit_is_refused_not_read_in_part() -> None:
+    lines = [*step(7, report(("alpha", "1.0", f"{INDEX}/alpha-1.0.whl"))[:3])]
+    lines.append("#7 2.000 [output clipped, log limit 2MiB reached]")
+    with pytest.raises(LockError) as raised:
+        closure.receipts(lines)
+    assert str(raised.value) == (
+        "a build step's output was cut at BuildKit's log limit, so its pip report is not "
+        "whole; raise the limit (BUILDKIT_STEP_LOG_MAX_SIZE in dockerd's environment) and lock "
+        "again"
+    )
+
+
+def test_an_epoch_in_a_deb_file_name_is_read_back() -> None:
+    line = f"#3 0.500 apt-receipt 'http://x/pool/p_1%3a2.0-1_amd64.deb' p_1%3a2.0-1_amd64.deb 9 SHA256:{SHA['cpp']}"  # noqa: E501
+    (fetched,) = closure.receipts([line])
+    assert (fetched.name, fetched.version) == ("p", "1:2.0-1")
+
+
+def test_the_lock_file_keeps_closures_by_stage_and_key_and_reads_them_back(
+    tmp_path: Path,
+) -> None:
+    path = closure.lock_path(tmp_path / "pins.toml")
+    assert path == tmp_path / "pins.lock.toml"
+    assert closure.load(path).closures == {}  # none yet
+    files = (
+        Fetched("apt", "cpp-12", "12.2.0-14", "cpp.deb", "http://d/cpp.deb", SHA["cpp"]),
+        Fetched("python", "alpha", "1.0", "alpha.whl", "http://p/alpha.whl", SHA["alpha"]),
+    )
+    closures = {
+        ("base", "1" * 64): Closure("base", "1" * 64, files),
+        ("prune", "2" * 64): Closure("prune", "2" * 64, ()),  # fetches nothing: locked too
+    }
+    closure.save(LockFile(path, closures))
+    text = path.read_text()
+    assert text.startswith("# What each stage fetched from the network when it was built")
+    assert closure.load(path) == LockFile(path, closures)
+    assert closure.load(path).missing({"base": "1" * 64, "prune": "3" * 64}) == ["prune"]
+
+
+def test_a_broken_lock_file_is_refused_with_its_entry_and_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "pins.lock.toml"
+    path.write_text('[[closure]]\nstage = "base"\nkey = "abc"\n')
+    with pytest.raises(LockError) as raised:
+        closure.load(path)
+    assert str(raised.value) == (
+        f"{path}: closure[0]: needs a stage name and a 64-hex key; it is written by "
+        "`doit lock closures=1`: delete it and lock again"
+    )
+    path.write_text(
+        f'[[closure]]\nstage = "base"\nkey = "{"1" * 64}"\nfiles = [{{ kind = "x" }}]\n'
+    )
+    with pytest.raises(LockError) as raised:
+        closure.load(path)
+    assert str(raised.value) == (
+        f"{path}: closure[0].files[0]: needs kind, name, version, file, url, sha256 as text; it "
+        "is written by `doit lock closures=1`: delete it and lock again"
+    )
+
+
+def test_locked_refuses_stages_to_build_without_a_closure_naming_them(tmp_path: Path) -> None:
+    pins = tmp_path / "pins.toml"
+    pins.write_text((Path(__file__).parents[1] / "pins.toml").read_text())
+    run = Run(Options(pins=str(pins), locked=True), stages.graph())
+    base, rocm = run.keys["base"], run.keys["rocm"]
+    closure.save(
+        LockFile(closure.lock_path(pins), {("base", base.key): Closure("base", base.key, ())})
+    )
+    check_closures(run, ["base"])  # locked: no complaint
+    with pytest.raises(LockError) as raised:
+        check_closures(run, ["base", "rocm"])
+    assert str(raised.value) == (
+        f"{tmp_path}/pins.lock.toml holds no closure for rocm at {rocm.short}: what they fetch "
+        "as they build is not locked; run `doit lock closures=1` where the network allows and "
+        "commit pins.lock.toml"
+    )

@@ -80,7 +80,10 @@ def task_bump() -> Iterator[dict[str, Any]]:
 def task_audit() -> dict[str, Any]:
     variables = _variables()
     return TASKS.audit_task(
-        _options(variables), variables.text("format", "text"), variables.text("dockerfile")
+        _options(variables),
+        variables.text("format", "text"),
+        variables.text("dockerfile"),
+        variables.text("image"),
     )
 
 

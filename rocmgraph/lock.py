@@ -224,14 +224,13 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
             lines.append(f"{name}: locked at {key[:12]}")
             continue
         tag = f"{run.namespace}/{name}:lock-{key[:12]}"
-        try:
-            output = build.rebuild(run, engine, outside, name, tag, report=True)
-        finally:
-            engine.untag(tag)
+        output = build.rebuild(run, engine, outside, name, tag, report=True)
+        engine.untag(tag)  # what was wanted is its output; a failed build tags nothing
         fetched = closure.receipts(output)
         for item in fetched:
             outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
         found[(name, key)] = closure.Closure(name, key, fetched)
+        closure.save(closure.LockFile(path, found))  # a later failure keeps what is locked
         lines.append(_closure_line(name, key, fetched))
     # What the lock keeps: the closures of the keys the pins give now, for this run's archs,
     # each one arch of [build].archs and all of them; older keys' closures go.

@@ -495,9 +495,16 @@ class Tasks:
                 "verbosity": 2,
             }
 
-    def audit_task(self, options: Options, fmt: str, dockerfile: str) -> Task:
+    def audit_task(self, options: Options, fmt: str, dockerfile: str, image: str = "") -> Task:
         def show() -> None:
             _check_format(fmt)
+            if image:
+                from rocmgraph import unlocked
+
+                traced = unlocked.audit_image(self.run(options), self.outside(options), image)
+                print(unlocked.as_text(image, traced))
+                unlocked.verdict(image, traced)
+                return
             if dockerfile:
                 from rocmgraph import dockerfile_audit
 
@@ -512,10 +519,13 @@ class Tasks:
             print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
             audit.verdict(rows)
 
-        return _report(
-            "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed",
+        task = _report(
+            "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed; "
+            "image=<ref>: every package it holds, traced to a hash or named",
             show,
         )
+        # The base image of a demo profile is in the demo's registry: served meanwhile.
+        return {**task, "setup": ["demo"]} if options.profile and image else task
 
     def compare_task(self, options: Options, fmt: str, dockerfile: str) -> Task:
         def show() -> None:

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 import stages
-from rocmgraph import closure
+from rocmgraph import closure, unlocked
 from rocmgraph.closure import Closure, Fetched, LockFile
 from rocmgraph.errors import LockError
 from rocmgraph.lock import check_closures
 from rocmgraph.run import Options, Run
+from rocmgraph.unlocked import Package
 
 SHA = {name: name[0] * 64 for name in ("alpha", "beta", "cpp", "delta")}
 INDEX = "http://127.0.0.1:28470/packages"
@@ -153,4 +154,55 @@ def test_locked_refuses_stages_to_build_without_a_closure_naming_them(tmp_path: 
         f"{tmp_path}/pins.lock.toml holds no closure for rocm at {rocm.short}: what they fetch "
         "as they build is not locked; run `doit lock closures=1` where the network allows and "
         "commit pins.lock.toml"
+    )
+
+
+DPKG_LIST = """\
+Desired=Unknown/Install/Remove/Purge/Hold
+| Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend
+||/ Name           Version      Architecture Description
++++-==============-============-============-=================================
+ii  cpp-12         12.2.0-14    amd64        GNU C preprocessor
+ii  gcc:amd64      4:12.2.0-3   amd64        GNU C compiler
+rc  old-thing      1.0          amd64        removed, its configuration kept
+"""
+STATUS = """\
+Package: cpp-12
+Status: install ok installed
+Version: 12.2.0-14
+Description: GNU C preprocessor
+ a continuation line: not a field
+
+Package: old-thing
+Status: deinstall ok config-files
+Version: 1.0
+"""
+
+
+def test_what_an_image_holds_is_traced_by_base_closure_or_pin_and_the_rest_named() -> None:
+    held = unlocked.apt_packages(DPKG_LIST) | unlocked.python_packages(
+        "torch==2.12.0+rocm7.14.0.lw.git1a2b3c4d\nMegatron_Core==0.18.0\nvllm==0.22.1rc1\n"
+        "sgl-kernel==0.3.0\n"
+        "requests==2.32.0\n"
+    )
+    assert unlocked.apt_status(STATUS) == {Package("apt", "cpp-12", "12.2.0-14")}
+    fetched = Fetched("python", "megatron-core", "0.18.0", "m.whl", "http://p/m.whl", SHA["beta"])
+    gcc = Fetched("apt", "gcc", "4:12.2.0-3", "gcc.deb", "http://d/gcc.deb", SHA["cpp"])
+    pins = Run(Options(pins=str(Path(__file__).parents[1] / "pins.toml")), stages.graph()).pins
+    traced = unlocked.trace(
+        held, unlocked.apt_status(STATUS), [Closure("verl", "1" * 64, (fetched, gcc))], pins
+    )
+    # cpp-12: the base; gcc, megatron-core: a closure; torch (a pinned wheel), vllm and
+    # sgl-kernel (pinned sources): pins; requests came from the network unrecorded.
+    assert traced == unlocked.Traced(1, 2, 3, (Package("python", "requests", "2.32.0"),))
+    assert unlocked.as_text("verl-rocm:gfx942", traced).splitlines() == [
+        "verl-rocm:gfx942: 7 packages; traced: 1 by the base image's digest, 2 by a closure's "
+        "sha256, 3 by a pinned source or wheel",
+        "untraced python requests 2.32.0: in no closure, pin or base image",
+    ]
+    with pytest.raises(LockError) as raised:
+        unlocked.verdict("verl-rocm:gfx942", traced)
+    assert str(raised.value) == (
+        "verl-rocm:gfx942 holds 1 package(s) that no closure, pin or base image traces; run "
+        "`doit lock closures=1` and build again"
     )

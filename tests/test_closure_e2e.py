@@ -5,12 +5,13 @@ a cold build with the network off and no package index at all, file for file the
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from conftest import run_doit
-from demo_e2e import copy_of_demo, docker
+from demo_e2e import E2E, copy_of_demo, docker
 
 import stages
 from rocmgraph import closure, filetree
@@ -27,11 +28,39 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
 ) -> None:
     world = copy_of_demo(tmp_path, name="verl-sealed")  # images of its own: removed below
     assert world.build().returncode == 0
-    lock = ("lock", f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
-    result = run_doit(*lock, "closures=1")
+    where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
+    audit = ("audit", *where, "image=verl-sealed:gfx942")
+    before = run_doit(*audit)
+    assert before.returncode == 1, before.stdout + before.stderr
+    untraced = {line.split()[2] for line in before.stdout.splitlines() if line[:9] == "untraced "}
+    # What the recipes install from the index and from Debian, unrecorded until locked:
+    assert untraced >= {"setuptools-scm", "megatron-core", "demo-xgrammar", "ccache", "gcc"}
+
+    result = run_doit("lock", *where, "closures=1")
     assert result.returncode == 0, result.stdout + result.stderr
     keys = {name: str(stage["key"]) for name, stage in world.plan().items()}
-    locked = closure.load(tmp_path / "pins.lock.toml")
+    closures_hold_what_the_demo_fetches(tmp_path / "pins.lock.toml", keys, result.stdout)
+    after = run_doit(*audit)
+    assert after.returncode == 0, after.stdout + after.stderr
+    (traced,) = [line for line in after.stdout.splitlines() if line.startswith("verl-sealed")]
+    assert re.fullmatch(
+        r"verl-sealed:gfx942: \d+ packages; traced: \d+ by the base image's digest, "
+        rf"{len(untraced)} by a closure's sha256, \d+ by a pinned source or wheel",
+        traced,
+    ), traced
+
+    # Locked already: nothing is built again.
+    again = run_doit("lock", *where, "closures=1")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [line for line in again.stdout.splitlines() if ": locked at " in line] == [
+        f"{name}: locked at {keys[name][:12]}" for name in stages.graph().order
+    ]
+    locked_refuses_a_stage_without_a_closure(world, tmp_path)
+    a_cold_build_with_no_index_and_no_network(world, tmp_path, keys)
+
+
+def closures_hold_what_the_demo_fetches(path: Path, keys: dict[str, str], said: str) -> None:
+    locked = closure.load(path)
     assert locked.missing(keys) == []  # every stage, those that fetch nothing too
     names = {
         stage: {(item.kind, item.name, item.version) for item in locked.closures[stage, key].files}
@@ -48,23 +77,17 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     assert {"ccache", "gcc"} <= {name for kind, name, _ in names["base"] if kind == "apt"}
     assert names["prune"] == names["slim"] == set()
     store = Store(default_cache())
-    for entry in locked.closures.values():
-        for item in entry.files:
-            assert sha256_file(store.path(item.sha256, item.file)) == item.sha256, item
-    assert result.stdout.splitlines()[-1] == (
-        f"{tmp_path}/pins.lock.toml: {len(keys)} closures, "
-        f"{len({i for c in locked.closures.values() for i in c.files})} files, every one by sha256"
+    files = {item for entry in locked.closures.values() for item in entry.files}
+    for item in files:
+        assert sha256_file(store.path(item.sha256, item.file)) == item.sha256, item
+    assert said.splitlines()[-1] == (
+        f"{path}: {len(keys)} closures, {len(files)} files, every one by sha256"
     )
 
-    # Locked already: nothing is built again.
-    again = run_doit(*lock, "closures=1")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert [line for line in again.stdout.splitlines() if ": locked at " in line] == [
-        f"{name}: locked at {keys[name][:12]}" for name in stages.graph().order
-    ]
 
-    # A package at another version: verl and what follows it have other keys, with no
-    # closure; locked=1 refuses them before any build.
+def locked_refuses_a_stage_without_a_closure(world: E2E, tmp_path: Path) -> None:
+    """A package at another version: verl and what follows it have other keys, with no
+    closure; locked=1 refuses them before any build."""
     world.edit(["python", "stack", "megatron-core"], "0.18.1")
     moved = {name: str(stage["key"])[:12] for name, stage in world.plan().items()}
     refused = world.build("gfx942", "locked=1")
@@ -78,7 +101,12 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     assert "built " not in refused.stdout
     world.edit(["python", "stack", "megatron-core"], "0.18.0")
 
-    # Cold, with the package index gone (no key reads it) and every stage's network off.
+
+def a_cold_build_with_no_index_and_no_network(
+    world: E2E, tmp_path: Path, keys: dict[str, str]
+) -> None:
+    """Cold, with the package index gone (no key reads it) and every stage's network off: the
+    same files as the build with the network."""
     images = {name: f"verl-sealed/{name}:{key}" for name, key in keys.items()}
     for name, ref in images.items():
         docker("tag", ref, f"verl-sealed/{name}:open")
@@ -93,9 +121,8 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     sealed = world.build("gfx942", "locked=1")
     assert sealed.returncode == 0, sealed.stdout + sealed.stderr
     report = json.loads((tmp_path / ".build" / "build.json").read_text())
-    assert {name: entry["network"] for name, entry in report["stages"].items()} == dict.fromkeys(
-        keys, "off"
-    )
+    networks = {name: entry["network"] for name, entry in report["stages"].items()}
+    assert networks == dict.fromkeys(keys, "off")
     engine = DockerEngine.connect(tmp_path / "logs")
     for name, ref in images.items():
         assert engine.labels(ref)["org.verl-rocm-graph.hermetic"] == "true", name

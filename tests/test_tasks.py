@@ -100,8 +100,8 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         f"gfx942,gfx950; default [build].archs)? known variables: {KNOWN}",
     ),
     "unknown, nothing close": (
-        {"colour": "1"},
-        f"colour=1: unknown variable; known variables: {KNOWN}",
+        {"timezone": "1"},
+        f"timezone=1: unknown variable; known variables: {KNOWN}",
     ),
     "unknown, beside good ones": (
         {"arch": "gfx942", "fromat": "json"},

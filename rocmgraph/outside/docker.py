@@ -329,7 +329,13 @@ class DockerEngine:
     def read(self, ref: str, path: str) -> str:
         """The text of the file ``path`` in the image ``ref`` (a container that reaches nothing,
         removed after)."""
-        return self._docker("run", "--rm", "--network=none", "--entrypoint", "cat", ref, path)
+        return self.output(ref, "cat", path)
+
+    def output(self, ref: str, *argv: str) -> str:
+        """What ``argv`` prints in a container of the image ``ref`` that reaches nothing."""
+        return self._docker(
+            "run", "--rm", "--network=none", "--entrypoint", argv[0], ref, *argv[1:]
+        )
 
     def size(self, ref: str) -> int:
         """The bytes of ``ref``: from the engine's list when its socket answered it, else

@@ -1,0 +1,88 @@
+"""Benchmark: a cold build of the demo with the network against one with the network off.
+
+In a fresh pins folder with images of their own (namespace verl-hermetic), BuildKit's cache
+emptied before each cold build:
+
+1. open: `doit build:image` cold, every stage with the network (no closure locked);
+2. lock: `doit lock closures=1` (each stage built again with the network, every step anew);
+3. sealed: the stage images removed, BuildKit's cache emptied again, the package index
+   pointed at a closed port: `doit build:image locked=1` cold, every stage from its closure.
+
+Printed: the seconds of each, the closures' files and bytes, and what `doit audit image=`
+traces of the image's packages.
+
+    python3 benchmarks/hermetic.py
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rocmgraph import closure, pinsedit
+from rocmgraph.demo.machine import DOCKER
+from rocmgraph.demo.profile import pins_path
+from rocmgraph.layout import ROOT
+from rocmgraph.outside import default_cache
+from rocmgraph.outside.store import Store
+
+NAMESPACE = "verl-hermetic"
+
+
+def doit(pins: Path, *args: str) -> tuple[float, str]:
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "doit", *args, "profile=demo", f"pins={pins}", "arch=gfx942"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode not in (0, 1) or (result.returncode and args[0] != "audit"):
+        sys.exit(f"doit {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+    return time.monotonic() - started, result.stdout
+
+
+def cold(namespace: str) -> None:
+    """No image of ``namespace``, nothing in BuildKit's cache."""
+    listed = subprocess.run([DOCKER, "images", "--format", "{{.Repository}}:{{.Tag}}"],
+                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    mine = [ref for ref in listed if ref.startswith(f"{namespace}/") or ref.startswith(namespace)]
+    if mine:
+        subprocess.run([DOCKER, "image", "rm", *mine], capture_output=True, check=True)
+    subprocess.run([DOCKER, "builder", "prune", "--all", "--force"], capture_output=True,
+                   check=True)  # fmt: skip
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="hermetic-") as tmp:
+        pins = Path(tmp) / "pins.toml"
+        pins.write_text(pins_path("demo").read_text())
+        pinsedit.write(pins, [pinsedit.Change(("image", "name"), "verl-demo", NAMESPACE)])
+        cold(NAMESPACE)
+        open_seconds, _ = doit(pins, "build:image")
+        lock_seconds, _ = doit(pins, "lock", "closures=1")
+        _, audited = doit(pins, "audit", f"image={NAMESPACE}:gfx942")
+        cold(NAMESPACE)
+        closed = pinsedit.Change(("python", "index"), "", "http://127.0.0.1:9/simple")
+        pinsedit.write(pins, [closed])  # the index gone: no key reads it
+        sealed_seconds, _ = doit(pins, "build:image", "locked=1")
+        lock = closure.load(closure.lock_path(pins))
+        files = {item for entry in lock.closures.values() for item in entry.files}
+        store = Store(default_cache())
+        size = sum(store.path(item.sha256, item.file).stat().st_size for item in files)
+        kinds = {kind: sum(1 for item in files if item.kind == kind) for kind in closure.KINDS}
+        traced = re.search(r": (\d+ packages; traced: .*)", audited)
+        print(f"cold build, network on:   {open_seconds:6.1f} s")
+        print(f"lock closures=1:          {lock_seconds:6.1f} s")
+        print(f"cold build, network off:  {sealed_seconds:6.1f} s")
+        counted = f"{kinds['python']} python, {kinds['apt']} apt"
+        print(f"closures: {len(lock.closures)} stages, {len(files)} files ({counted}), "
+              f"{size / 1e6:.1f} MB, each by sha256")  # fmt: skip
+        print(f"image packages: {traced[1] if traced else audited.strip()}")
+        cold(NAMESPACE)
+
+
+if __name__ == "__main__":
+    main()

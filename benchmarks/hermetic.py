@@ -8,8 +8,10 @@ emptied before each cold build:
 3. sealed: the stage images removed, BuildKit's cache emptied again, the package index
    pointed at a closed port: `doit build:image locked=1` cold, every stage from its closure.
 
-Printed: the seconds of each, the closures' files and bytes, and what `doit audit image=`
-traces of the image's packages.
+Printed: the seconds of each, the closures' files and bytes, what `doit audit image=`
+traces of the image's packages, and the image's bytes by what traces them: a file as the
+base image (pinned by digest) has it; a file a package owns (dpkg's lists, pip's RECORDs;
+each package traced as above); a file of a pinned source's tree; the rest, named.
 
     python3 benchmarks/hermetic.py
 """
@@ -28,7 +30,9 @@ from rocmgraph.demo.machine import DOCKER
 from rocmgraph.demo.profile import pins_path
 from rocmgraph.layout import ROOT
 from rocmgraph.outside import default_cache
+from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.store import Store
+from rocmgraph.pins import load
 
 NAMESPACE = "verl-hermetic"
 
@@ -53,6 +57,38 @@ def cold(namespace: str) -> None:
         subprocess.run([DOCKER, "image", "rm", *mine], capture_output=True, check=True)
     subprocess.run([DOCKER, "builder", "prune", "--all", "--force"], capture_output=True,
                    check=True)  # fmt: skip
+
+
+OWNED = (
+    "import importlib.metadata as m, os\n"
+    "for d in m.distributions():\n"
+    "    for f in d.files or ():\n"
+    "        print(os.path.normpath(d.locate_file(f)))\n"
+)
+
+
+def bytes_traced(engine: DockerEngine, image: str, base: str, python: str) -> dict[str, int]:
+    """The bytes of ``image``'s files, by what traces them."""
+    files = {path: f for path, f in engine.files(image).items() if f.kind == "file"}
+    below = engine.files(base)
+    owned = set(engine.output(image, "sh", "-c", "cat /var/lib/dpkg/info/*.list").split("\n"))
+    owned |= set(engine.output(image, python, "-c", OWNED).split("\n"))
+    found = dict.fromkeys(("base image", "packages", "sources", "rest"), 0)
+    rest: dict[str, int] = {}
+    for path, file in files.items():
+        if path in below and below[path].digest == file.digest:
+            found["base image"] += file.size
+        elif path in owned:
+            found["packages"] += file.size
+        elif path.startswith("/workspace/") and not path.startswith("/workspace/.manifest"):
+            found["sources"] += file.size
+        else:
+            found["rest"] += file.size
+            folder = "/".join(path.split("/")[:4])
+            rest[folder] = rest.get(folder, 0) + file.size
+    for folder, size in sorted(rest.items(), key=lambda item: -item[1])[:5]:
+        print(f"  rest: {folder}: {size / 1e6:.2f} MB")
+    return found
 
 
 def main() -> None:
@@ -81,6 +117,16 @@ def main() -> None:
         print(f"closures: {len(lock.closures)} stages, {len(files)} files ({counted}), "
               f"{size / 1e6:.1f} MB, each by sha256")  # fmt: skip
         print(f"image packages: {traced[1] if traced else audited.strip()}")
+        pinned = load(pins)
+        engine = DockerEngine.connect(Path(tmp) / "logs")
+        base = pinned.base.image + (f"@{pinned.base.digest}" if pinned.base.digest else "")
+        found = bytes_traced(
+            engine, f"{NAMESPACE}:gfx942", base, f"{pinned.python.venv}/bin/python"
+        )
+        total = sum(found.values())
+        shares = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in found.items())
+        print(f"image bytes: {total / 1e6:.1f} MB in files: {shares}; "
+              f"traced {100 * (total - found['rest']) / total:.1f}%")  # fmt: skip
         cold(NAMESPACE)
 
 

@@ -114,10 +114,13 @@ def a_cold_build_with_no_index_and_no_network(
     world.edit(["python", "index"], "http://127.0.0.1:9/simple")
     assert {name: str(stage["key"]) for name, stage in world.plan().items()} == keys
     shutil.rmtree(tmp_path / ".build" / "logs" / "builds", ignore_errors=True)  # open builds
-    planned = run_doit("plan", f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
+    where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
+    planned = run_doit("plan", *where)
     assert planned.stdout.splitlines()[-1] == (
         f"network: off for {len(keys)} of {len(keys)} stages to build (closures locked)"
     )
+    escape = run_doit("plan", *where, "hermetic=0")
+    assert escape.stdout.splitlines()[-1] == "network: on for every stage (hermetic=0)"
     sealed = world.build("gfx942", "locked=1")
     assert sealed.returncode == 0, sealed.stdout + sealed.stderr
     report = json.loads((tmp_path / ".build" / "build.json").read_text())
@@ -132,3 +135,15 @@ def a_cold_build_with_no_index_and_no_network(
     assert len(argvs) == len(keys)
     assert all("--network none" in argv for argv in argvs)
     docker("image", "rm", *(f"verl-sealed/{name}:open" for name in images))
+
+    # A closure that lacks a file its stage needs: the build fails at once, naming it.
+    path = tmp_path / "pins.lock.toml"
+    lock = closure.load(path)
+    verl = lock.closures["verl", keys["verl"]]
+    kept = tuple(item for item in verl.files if item.name != "megatron-core")
+    closures = {**lock.closures, ("verl", keys["verl"]): closure.Closure("verl", verl.key, kept)}
+    closure.save(closure.LockFile(path, closures))
+    docker("image", "rm", images["manifest"], images["assemble"], images["verl"])
+    failed = world.build("gfx942", target="build:verl")
+    assert failed.returncode == 1
+    assert "No matching distribution found for megatron-core==0.18.0" in failed.stderr

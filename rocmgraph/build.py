@@ -569,7 +569,9 @@ def secret_texts(
     included; ``report``: each install prints its JSON report; ``sealed``: no index, only
     the closure's files) and, with a shared compile cache, ccache's (local hits are shared
     too)."""
-    pip = f"[global]\nindex-url = {index}\n" + ("[install]\nreport = -\n" if report else "")
+    pip = f"[global]\nindex-url = {index}\n"
+    if report:  # verbose: the reports of the pips that install isolated builds' requirements
+        pip += "verbose = 1\n[install]\nreport = -\n"
     if sealed:
         pip = f"[global]\nno-index = true\nfind-links = {CLOSURE_PYTHON}\n"
     texts = {PIP_SECRET: pip}

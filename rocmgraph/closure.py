@@ -7,7 +7,9 @@ that whole set, file by file, as the build itself took it:
 
 - pip writes a JSON report of every install (``--report``, asked for through pip's
   configuration in a lock build): each distribution, the URL it came from and its
-  sha256 (``download_info``);
+  sha256 (``download_info``). pip installs the build requirements of a package it builds
+  in isolation with a pip of its own, which reads the same configuration: verbose, pip
+  shows that one's report too;
 - every apt install of the recipes prints one receipt line per package it added
   (``apt-receipt 'URL' file size SHA256:hash``, from ``apt-get download --print-uris``).
 
@@ -100,14 +102,16 @@ def _deb_name(file: str) -> tuple[str, str]:
 
 def _reports(texts: list[str]) -> Iterable[Mapping[str, Any]]:
     """The JSON documents a step printed: pip prints its report indented, from a line that
-    is ``{`` to one that is ``}``."""
-    start = None
+    is ``{`` to one that is ``}`` as far in; the report of an isolated build's requirements,
+    from pip's subprocess, further in (pip is verbose in a lock build)."""
+    start, indent = None, ""
     for index, text in enumerate(texts):
-        if text == "{":
-            start = index
-        elif text == "}" and start is not None:
+        if start is None and text.strip() == "{":
+            start, indent = index, text[: len(text) - len(text.lstrip())]
+        elif start is not None and text == f"{indent}}}":
+            lines = [line.removeprefix(indent) for line in texts[start : index + 1]]
             try:
-                document = json.loads("\n".join(texts[start : index + 1]))
+                document = json.loads("\n".join(lines))
             except json.JSONDecodeError:
                 document = None
             if isinstance(document, dict) and "install" in document:

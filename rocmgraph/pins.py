@@ -269,6 +269,11 @@ class Pins:
     mirrors: Mapping[str, str] = _kind(kinds.MIRROR, kinds.URL, default={}, location=True)
     file: str = field(default="pins.toml", metadata={"toml": False})
 
+    @property
+    def manifest(self) -> str:
+        """Where the image keeps its manifest (docker/manifest.Dockerfile.j2 writes it)."""
+        return f"{self.base.workdir}/.manifest"
+
     def leaves(self) -> tuple[Leaf, ...]:
         """Every pinned value with its path and kind, in file-independent sorted order."""
         return self._leaves

@@ -833,7 +833,7 @@ def _final(run: Run) -> Final:
         alias=run.friendly_tag(),
         ref=run.ref(final),
         key=run.keys[final].key,
-        manifest=f"{run.pins.image.workdir or run.pins.base.workdir}/.manifest",
+        manifest=run.pins.manifest,
         report=str(run.state_dir / "build.json"),
     )
 

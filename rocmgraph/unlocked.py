@@ -119,7 +119,7 @@ def audit_image(run: Run, outside: Outside, image: str) -> Traced:
             "graph built; name one (e.g. image=verl-rocm:gfx942)"
         )
     closures = [c for stage, key in keys.items() if (c := run.lock.get(stage, key)) is not None]
-    manifest = f"{run.pins.image.workdir or run.pins.base.workdir}/.manifest"
+    manifest = run.pins.manifest
     held = python_packages(engine.read(image, f"{manifest}/requirements.txt"))
     held |= apt_packages(engine.read(image, f"{manifest}/dpkg-list.txt"))
     base_ref = run.pins.base.image + (f"@{run.pins.base.digest}" if run.pins.base.digest else "")

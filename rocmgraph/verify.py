@@ -91,8 +91,7 @@ def _content(run: Run, outside: Outside, engine: DockerEngine, image: str) -> li
 
 def _manifest(run: Run, engine: DockerEngine, image: str) -> list[Row]:
     """Pinned versions against the image's manifest (what pip listed when it was built)."""
-    workdir = run.pins.image.workdir or run.pins.base.workdir
-    path = f"{workdir}/.manifest/requirements.txt"
+    path = f"{run.pins.manifest}/requirements.txt"
     try:
         listed = installed(engine.read(image, path))
     except GraphToolError as exc:

@@ -80,6 +80,21 @@ def test_pip_reports_and_apt_receipts_are_read_from_interleaved_steps() -> None:
     )  # fmt: skip
 
 
+def test_the_report_of_an_isolated_builds_requirements_is_read_too() -> None:
+    """Verbose, pip shows what its subprocess printed, two spaces in: that pip installs the
+    build requirements of a package built in isolation, and reports them."""
+    inner = ["  " + line for line in report(("cpp", "80.9", f"{INDEX}/cpp-80.9-py3-none-any.whl"))]
+    lines = step(7, [
+        "Processing /opt/rocm/share/amd_smi",
+        "  Installing build dependencies: started",
+        "  Running command pip subprocess to install build dependencies",
+        *inner,
+        "  Installing build dependencies: finished with status 'done'",
+        *report(("delta", "0.1", "file:///opt/rocm/share/amd_smi")),  # the package: local
+    ])  # fmt: skip
+    assert [(f.name, f.version) for f in closure.receipts(lines)] == [("cpp", "80.9")]
+
+
 def test_a_step_cut_at_buildkits_log_limit_is_refused_not_read_in_part() -> None:
     lines = [*step(7, report(("alpha", "1.0", f"{INDEX}/alpha-1.0.whl"))[:3])]
     lines.append("#7 2.000 [output clipped, log limit 2MiB reached]")

@@ -20,6 +20,7 @@ one closure per stage key: a closure holds for the inputs it was built from and 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -65,6 +66,14 @@ class Closure:
 
     def count(self, kind: str) -> int:
         return sum(1 for fetched in self.files if fetched.kind == kind)
+
+    @property
+    def digest(self) -> str:
+        """The sha256 of its files, as a sealed stage's key takes it."""
+        rows = [
+            [getattr(item, name) for name in Fetched.__dataclass_fields__] for item in self.files
+        ]
+        return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
 
 
 def receipts(lines: Iterable[str]) -> tuple[Fetched, ...]:

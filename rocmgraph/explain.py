@@ -23,6 +23,14 @@ def changes(now: Inputs, before: Inputs | None) -> list[str]:
     for parent, key in now.parents.items():
         if before.parents.get(parent) != key:
             reasons.append(f"parent {parent} changed")
+    if before.closure != now.closure:
+        reasons.append(
+            "its closure is locked: it builds with the network off"
+            if before.closure is None
+            else "with the network (no closure locked, or hermetic=0)"
+            if now.closure is None
+            else "its closure changed"
+        )
     if not reasons and before.dockerfile != now.dockerfile:
         reasons.append("the rendered Dockerfile changed (the renderer changed)")
     return reasons

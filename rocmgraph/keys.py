@@ -42,6 +42,7 @@ class Inputs:
     arch: tuple[str, ...] | None  # the arch set, when the stage depends on it
     parents: Mapping[str, str]  # parent -> its key
     variables: Mapping[str, str] | None = None  # only where a variable is an input
+    closure: str | None = None  # sealed: the sha256 of the closure it builds from (closure.py)
 
     def as_json(self) -> dict[str, Json]:
         document: dict[str, Json] = {
@@ -55,6 +56,8 @@ class Inputs:
         }
         if self.variables is not None:
             document["variables"] = dict(self.variables)
+        if self.closure is not None:
+            document["closure"] = self.closure
         return document
 
     @classmethod
@@ -67,6 +70,7 @@ class Inputs:
 
         arch = document.get("arch")
         variables = document.get("variables")
+        closure = document.get("closure")
         schema = document.get("schema")
         return cls(
             schema=schema if isinstance(schema, int) else 0,
@@ -79,6 +83,7 @@ class Inputs:
             variables={k: str(v) for k, v in variables.items()}
             if isinstance(variables, dict)
             else None,
+            closure=closure if isinstance(closure, str) else None,
         )
 
 
@@ -139,6 +144,8 @@ def stage_inputs(
     archs: tuple[str, ...],
     parent_keys: Mapping[str, str],
     variables: Mapping[str, str] | None = None,
+    *,
+    closure: str | None = None,
 ) -> Inputs:
     read = select(pins.flat(), stage.reads)
     given = variables or {}
@@ -154,6 +161,7 @@ def stage_inputs(
         variables={name: given.get(name, default) for name, default in stage.variables}
         if stage.variables
         else None,
+        closure=closure,
     )
 
 
@@ -162,12 +170,16 @@ def compute(
     pins: Pins,
     archs: tuple[str, ...],
     variables: Mapping[str, str] | None = None,
+    closures: Mapping[str, str] | None = None,
 ) -> dict[str, StageKey]:
-    """Every stage's key, parents first; ``variables``: those stages take (commit_tag)."""
+    """Every stage's key, parents first; ``variables``: those stages take (commit_tag);
+    ``closures``: the sha256 of the closure each sealed stage builds from, with the network
+    off (the same stage built with the network is another build, of another key)."""
     keys: dict[str, StageKey] = {}
     for stage in graph:
         parent_keys = {parent: keys[parent].key for parent in stage.parents}
-        inputs = stage_inputs(stage, pins, archs, parent_keys, variables)
+        closure = (closures or {}).get(stage.name)
+        inputs = stage_inputs(stage, pins, archs, parent_keys, variables, closure=closure)
         keys[stage.name] = StageKey(stage.name, digest(canonical(inputs)), inputs)
     return keys
 

@@ -69,9 +69,9 @@ def check_closures(run: Run, names: Sequence[str]) -> None:
     """For ``locked=1``, before any build: refuse stages to build whose key has no closure in
     the lock file (what they fetch as they build is not locked)."""
     lock = closure.load(closure.lock_path(run.options.pins))
-    missing = lock.missing({name: run.keys[name].key for name in names})
+    missing = lock.missing({name: run.open_keys[name].key for name in names})
     if missing:
-        named = ", ".join(f"{name} at {run.keys[name].short}" for name in missing)
+        named = ", ".join(f"{name} at {run.open_keys[name].short}" for name in missing)
         raise LockError(
             f"{lock.path} holds no closure for {named}: what they fetch as they build is not "
             f"locked; run `doit lock closures=1` where the network allows and commit "
@@ -208,18 +208,20 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
     """`doit lock closures=1`: each stage whose key has no closure in the lock file is built
     again with the network, every step anew, and what pip and apt report fetching becomes its
     closure; every file of it is downloaded into the store and checked against its sha256.
-    The image is built first where it is not (with the network, as any build today)."""
+    The parents of those stages are built first where they are not."""
     from rocmgraph import build
     from rocmgraph import keys as keys_
 
     engine = outside.docker
     path = closure.lock_path(run.options.pins)
     lock = closure.load(path)
-    build.build_stages(run, engine, outside, run.graph.order)
     found = dict(lock.closures)
+    todo = [name for name in run.graph.order if (name, run.open_keys[name].key) not in found]
+    needed = {parent for name in todo for parent in run.graph[name].parents}
+    build.build_stages(run, engine, outside, [n for n in run.graph.order if n in needed])
     lines = []
     for name in run.graph.order:
-        key = run.keys[name].key
+        key = run.open_keys[name].key  # a closure is of the stage's build with the network
         if (name, key) in found:
             lines.append(f"{name}: locked at {key[:12]}")
             continue

@@ -165,11 +165,11 @@ def as_json(run: Run, plan: Plan) -> str:
 
 def _network(run: Run, plan: Plan) -> list[str]:
     """How the stages to build reach the network, once closures are locked (or refused)."""
-    todo = [stage for stage in plan.stages if stage.status is Status.NOT_BUILT]
-    if not todo or not (run.lock.closures or not run.options.hermetic):
-        return []
     if not run.options.hermetic:
         return ["network: on for every stage (hermetic=0)"]
+    todo = [stage for stage in plan.stages if stage.status is Status.NOT_BUILT]
+    if not todo or not run.lock.closures:
+        return []
     sealed = [stage.name for stage in todo if stage.hermetic]
     open_ = [stage.name for stage in todo if not stage.hermetic]
     line = f"network: off for {len(sealed)} of {len(todo)} stages to build (closures locked)"

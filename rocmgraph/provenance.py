@@ -29,6 +29,8 @@ def build_record(run: Run, final: str) -> dict[str, Json]:
                 "arch": list(key.inputs.arch) if key.inputs.arch is not None else None,
                 "pins": dict(key.inputs.pins),
                 "files": dict(key.inputs.files),
+                # sealed: the sha256 of the closure it was built from, with the network off
+                "closure": key.inputs.closure,
             }
         )
     return {

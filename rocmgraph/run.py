@@ -75,6 +75,20 @@ class Run:
 
     @functools.cached_property
     def keys(self) -> dict[str, StageKey]:
+        """Each stage's key: of its build with the network off where its closure is locked
+        (and hermetic=1), else of its build with the network (``open_keys``)."""
+        sealed = {}
+        for name in self.graph.order if self.options.hermetic else ():
+            found = self.lock.get(name, self.open_keys[name].key)
+            if found is not None:
+                sealed[name] = found.digest
+        if not sealed:
+            return self.open_keys
+        return keys_.compute(self.graph, self.pins, self.archs, self.variables, sealed)
+
+    @functools.cached_property
+    def open_keys(self) -> dict[str, StageKey]:
+        """Each stage's key built with the network: what a closure is locked for."""
         return keys_.compute(self.graph, self.pins, self.archs, self.variables)
 
     @functools.cached_property
@@ -85,7 +99,7 @@ class Run:
     def sealed(self, stage: str) -> closure.Closure | None:
         """The closure stage ``stage`` builds from with the network off: its key's, if the
         lock holds one, unless ``hermetic=0``."""
-        return self.lock.get(stage, self.keys[stage].key) if self.options.hermetic else None
+        return self.lock.get(stage, self.open_keys[stage].key) if self.options.hermetic else None
 
     @property
     def namespace(self) -> str:

@@ -118,7 +118,12 @@ def audit_image(run: Run, outside: Outside, image: str) -> Traced:
             f"{image} has no stage key labels ({KEY_PREFIX}<stage>): not a final image this "
             "graph built; name one (e.g. image=verl-rocm:gfx942)"
         )
-    closures = [c for stage, key in keys.items() if (c := run.lock.get(stage, key)) is not None]
+    # A closure is locked for a stage's key with the network; a sealed image names the other.
+    opened = {run.keys[name].key: run.open_keys[name].key for name in run.graph.order}
+    closures = [
+        found for stage, key in keys.items()
+        if (found := run.lock.get(stage, opened.get(key, key))) is not None
+    ]  # fmt: skip
     manifest = run.pins.manifest
     held = python_packages(engine.read(image, f"{manifest}/requirements.txt"))
     held |= apt_packages(engine.read(image, f"{manifest}/dpkg-list.txt"))

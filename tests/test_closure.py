@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import stages
-from rocmgraph import closure, unlocked
+from rocmgraph import closure, explain, unlocked
 from rocmgraph.closure import Closure, Fetched, LockFile
 from rocmgraph.errors import LockError
 from rocmgraph.lock import check_closures
@@ -158,7 +158,7 @@ def test_locked_refuses_stages_to_build_without_a_closure_naming_them(tmp_path: 
     pins = tmp_path / "pins.toml"
     pins.write_text((Path(__file__).parents[1] / "pins.toml").read_text())
     run = Run(Options(pins=str(pins), locked=True), stages.graph())
-    base, rocm = run.keys["base"], run.keys["rocm"]
+    base, rocm = run.open_keys["base"], run.open_keys["rocm"]
     closure.save(
         LockFile(closure.lock_path(pins), {("base", base.key): Closure("base", base.key, ())})
     )
@@ -221,3 +221,24 @@ def test_what_an_image_holds_is_traced_by_base_closure_or_pin_and_the_rest_named
         "verl-rocm:gfx942 holds 1 package(s) that no closure, pin or base image traces; run "
         "`doit lock closures=1` and build again"
     )
+
+
+def test_a_locked_closure_seals_its_stage_and_moves_its_key_and_those_after_it(
+    tmp_path: Path,
+) -> None:
+    pins = tmp_path / "pins.toml"
+    pins.write_text((Path(__file__).parents[1] / "pins.toml").read_text())
+    opened = Run(Options(pins=str(pins)), stages.graph()).keys
+    apt = Fetched("apt", "cpp-12", "12.2.0-14", "cpp.deb", "http://d/cpp.deb", SHA["cpp"])
+    locked = Closure("base", opened["base"].key, (apt,))
+    closure.save(LockFile(closure.lock_path(pins), {("base", locked.key): locked}))
+    run = Run(Options(pins=str(pins)), stages.graph())
+    assert run.open_keys == opened
+    assert (run.sealed("base"), run.sealed("rocm")) == (locked, None)
+    assert run.keys["base"].inputs.closure == locked.digest
+    moved = {name for name in opened if run.keys[name] != opened[name]}
+    assert moved == set(opened)  # base, and every stage built on it
+    assert explain.changes(run.keys["base"].inputs, opened["base"].inputs) == [
+        "its closure is locked: it builds with the network off"
+    ]
+    assert Run(Options(pins=str(pins), hermetic=False), stages.graph()).keys == opened

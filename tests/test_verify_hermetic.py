@@ -1,6 +1,10 @@
-"""`doit lock closures=1` on the demo: each stage built again with the network, what pip and
-apt fetched recorded by sha256; `locked=1` refusing a stage whose closure is not locked; and
-a cold build with the network off and no package index at all, file for file the same."""
+"""Hermetic builds on the demo, end to end: `doit lock closures=1` (each stage built again
+with the network, what pip and apt fetched recorded by sha256), `doit audit image=`,
+`locked=1` refusing a stage whose closure is not locked, and a build with the network off and
+no package index at all, file for file the same.
+
+Named to run after every other Docker suite: its rebuilds without cache leave BuildKit two
+results of some steps, which a later cold build would build past (test_verify.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_doit
-from demo_e2e import E2E, copy_of_demo, docker
+from demo_e2e import E2E, copy_of_demo, docker, manifest_file
 
 import stages
 from rocmgraph import closure, filetree
@@ -26,8 +30,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_same_files(
     tmp_path: Path,
 ) -> None:
-    world = copy_of_demo(tmp_path, name="verl-sealed")  # images of its own: removed below
+    world = copy_of_demo(tmp_path, name="verl-sealed")  # images of its own: removed at the end
     assert world.build().returncode == 0
+    opened = keys_of(world)  # no closure locked: every stage built with the network
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
     audit = ("audit", *where, "image=verl-sealed:gfx942")
     before = run_doit(*audit)
@@ -38,8 +43,7 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
 
     result = run_doit("lock", *where, "closures=1")
     assert result.returncode == 0, result.stdout + result.stderr
-    keys = {name: str(stage["key"]) for name, stage in world.plan().items()}
-    closures_hold_what_the_demo_fetches(tmp_path / "pins.lock.toml", keys, result.stdout)
+    closures_hold_what_the_demo_fetches(tmp_path / "pins.lock.toml", opened, result.stdout)
     after = run_doit(*audit)
     assert after.returncode == 0, after.stdout + after.stderr
     (traced,) = [line for line in after.stdout.splitlines() if line.startswith("verl-sealed")]
@@ -49,14 +53,32 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
         traced,
     ), traced
 
-    # Locked already: nothing is built again.
+    # Locked already: nothing is built again. Sealed, every stage has another key.
     again = run_doit("lock", *where, "closures=1")
     assert again.returncode == 0, again.stdout + again.stderr
     assert [line for line in again.stdout.splitlines() if ": locked at " in line] == [
-        f"{name}: locked at {keys[name][:12]}" for name in stages.graph().order
+        f"{name}: locked at {opened[name][:12]}" for name in stages.graph().order
     ]
-    locked_refuses_a_stage_without_a_closure(world, tmp_path)
-    a_cold_build_with_no_index_and_no_network(world, tmp_path, keys)
+    sealed = keys_of(world)
+    assert not set(sealed.values()) & set(opened.values())
+    assert keys_of(world, "hermetic=0") == opened
+    try:
+        locked_refuses_a_stage_without_a_closure(world, tmp_path)
+        a_cold_build_with_no_index_and_no_network(world, tmp_path, opened, sealed)
+    finally:
+        listed = (
+            "images",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
+            "--filter",
+            "reference=verl-sealed/*",
+        )
+        mine = docker(*listed)
+        docker("image", "rm", *mine.split(), "verl-sealed:gfx942")
+
+
+def keys_of(world: E2E, *variables: str) -> dict[str, str]:
+    return {name: str(stage["key"]) for name, stage in world.plan(variables=variables).items()}
 
 
 def closures_hold_what_the_demo_fetches(path: Path, keys: dict[str, str], said: str) -> None:
@@ -87,9 +109,9 @@ def closures_hold_what_the_demo_fetches(path: Path, keys: dict[str, str], said: 
 
 def locked_refuses_a_stage_without_a_closure(world: E2E, tmp_path: Path) -> None:
     """A package at another version: verl and what follows it have other keys, with no
-    closure; locked=1 refuses them before any build."""
+    closure; locked=1 refuses them before any build, named by their keys with the network."""
     world.edit(["python", "stack", "megatron-core"], "0.18.1")
-    moved = {name: str(stage["key"])[:12] for name, stage in world.plan().items()}
+    moved = {name: key[:12] for name, key in keys_of(world, "hermetic=0").items()}
     refused = world.build("gfx942", "locked=1")
     assert refused.returncode == 1
     named = ", ".join(f"{name} at {moved[name]}" for name in ("verl", "assemble", "manifest"))
@@ -103,47 +125,55 @@ def locked_refuses_a_stage_without_a_closure(world: E2E, tmp_path: Path) -> None
 
 
 def a_cold_build_with_no_index_and_no_network(
-    world: E2E, tmp_path: Path, keys: dict[str, str]
+    world: E2E, tmp_path: Path, opened: dict[str, str], sealed: dict[str, str]
 ) -> None:
-    """Cold, with the package index gone (no key reads it) and every stage's network off: the
-    same files as the build with the network."""
-    images = {name: f"verl-sealed/{name}:{key}" for name, key in keys.items()}
-    for name, ref in images.items():
-        docker("tag", ref, f"verl-sealed/{name}:open")
-    docker("image", "rm", *images.values())
+    """Every stage sealed (its network off) and the package index gone (no key reads it): a
+    build of every stage, file for file what the build with the network gave."""
     world.edit(["python", "index"], "http://127.0.0.1:9/simple")
-    assert {name: str(stage["key"]) for name, stage in world.plan().items()} == keys
-    shutil.rmtree(tmp_path / ".build" / "logs" / "builds", ignore_errors=True)  # open builds
+    assert keys_of(world) == sealed
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
     planned = run_doit("plan", *where)
     assert planned.stdout.splitlines()[-1] == (
-        f"network: off for {len(keys)} of {len(keys)} stages to build (closures locked)"
+        f"network: off for {len(sealed)} of {len(sealed)} stages to build (closures locked)"
     )
-    escape = run_doit("plan", *where, "hermetic=0")
-    assert escape.stdout.splitlines()[-1] == "network: on for every stage (hermetic=0)"
-    sealed = world.build("gfx942", "locked=1")
-    assert sealed.returncode == 0, sealed.stdout + sealed.stderr
+    assert "its closure is locked: it builds with the network off" in planned.stdout
+    escape = run_doit("plan", *where, "hermetic=0")  # the images built with the network
+    assert escape.stdout.splitlines()[-2:] == [
+        f"{len(sealed)} stages: {len(sealed)} built, 0 to build",
+        "network: on for every stage (hermetic=0)",
+    ]
+    shutil.rmtree(tmp_path / ".build" / "logs" / "builds", ignore_errors=True)  # open builds
+    built = world.build("gfx942", "locked=1")
+    assert built.returncode == 0, built.stdout + built.stderr
     report = json.loads((tmp_path / ".build" / "build.json").read_text())
     networks = {name: entry["network"] for name, entry in report["stages"].items()}
-    assert networks == dict.fromkeys(keys, "off")
+    assert networks == dict.fromkeys(sealed, "off")
     engine = DockerEngine.connect(tmp_path / "logs")
-    for name, ref in images.items():
+    for name, key in sealed.items():
+        ref = f"verl-sealed/{name}:{key}"
         assert engine.labels(ref)["org.verl-rocm-graph.hermetic"] == "true", name
-        assert filetree.compare(engine.files(f"verl-sealed/{name}:open"), engine.files(ref)) == []
-    logs = (tmp_path / ".build" / "logs" / "builds").glob("*.log")
-    argvs = [line for log in logs for line in log.read_text().splitlines() if line[:2] == "$ "]
-    assert len(argvs) == len(keys)
-    assert all("--network none" in argv for argv in argvs)
-    docker("image", "rm", *(f"verl-sealed/{name}:open" for name in images))
-
-    # A closure that lacks a file its stage needs: the build fails at once, naming it.
+        open_ref = f"verl-sealed/{name}:{opened[name]}"
+        differences = filetree.compare(engine.files(open_ref), engine.files(ref))
+        # but the manifest's build.json, which names each stage's key and closure
+        assert [d.path for d in differences] == (
+            ["/workspace/.manifest/build.json"] if name == "manifest" else []
+        ), name
+    provenance = json.loads(manifest_file("verl-sealed:gfx942", "build.json"))
     path = tmp_path / "pins.lock.toml"
     lock = closure.load(path)
-    verl = lock.closures["verl", keys["verl"]]
+    assert {stage["name"]: stage["closure"] for stage in provenance["stages"]} == {
+        name: lock.closures[name, opened[name]].digest for name in sealed
+    }
+    logs = (tmp_path / ".build" / "logs" / "builds").glob("*.log")
+    argvs = [line for log in logs for line in log.read_text().splitlines() if line[:2] == "$ "]
+    assert len(argvs) == len(sealed)
+    assert all("--network none" in argv for argv in argvs)
+
+    # A closure that lacks a file its stage needs: the build fails at once, naming it.
+    verl = lock.closures["verl", opened["verl"]]
     kept = tuple(item for item in verl.files if item.name != "megatron-core")
-    closures = {**lock.closures, ("verl", keys["verl"]): closure.Closure("verl", verl.key, kept)}
-    closure.save(closure.LockFile(path, closures))
-    docker("image", "rm", images["manifest"], images["assemble"], images["verl"])
+    closures = {**lock.closures, ("verl", verl.key): closure.Closure("verl", verl.key, kept)}
+    closure.save(closure.LockFile(path, closures))  # verl's key moves with its closure
     failed = world.build("gfx942", target="build:verl")
     assert failed.returncode == 1
     assert "No matching distribution found for megatron-core==0.18.0" in failed.stderr

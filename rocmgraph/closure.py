@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import tomli
-import tomlkit
 
 from rocmgraph.errors import LockError
 from rocmgraph.fsutil import atomic_write_text
@@ -215,6 +214,7 @@ HEADER = """\
 
 def save(lock: LockFile) -> None:
     """Write ``lock`` in place of its file, atomically; stages in order, then keys."""
+    import tomlkit  # only a lock writes: not paid by every run that reads the keys
     document = tomlkit.document()
     for line in HEADER.splitlines():
         document.add(tomlkit.comment(line.removeprefix("# ")))

@@ -215,6 +215,7 @@ HEADER = """\
 def save(lock: LockFile) -> None:
     """Write ``lock`` in place of its file, atomically; stages in order, then keys."""
     import tomlkit  # only a lock writes: not paid by every run that reads the keys
+
     document = tomlkit.document()
     for line in HEADER.splitlines():
         document.add(tomlkit.comment(line.removeprefix("# ")))

@@ -14,7 +14,7 @@ from conftest import need_docker
 import stages
 from rocmgraph import recipe
 from rocmgraph.outside import dockerapi
-from rocmgraph.outside.docker import Client, remembered_client
+from rocmgraph.outside.docker import Client, DockerEngine, remembered_client
 from rocmgraph.run import Options, Run
 
 # ------------------------------------------------------------ the client probe
@@ -86,38 +86,50 @@ def test_the_socket_is_the_one_the_cli_would_use(
     assert dockerapi.local_socket({**environ, "DOCKER_CONFIG": str(tmp_path)}) == expected
 
 
-def test_no_engine_behind_the_socket_is_none(tmp_path: Path) -> None:
-    assert dockerapi.image_tags(tmp_path / "missing.sock", timeout=2) is None
+def test_no_engine_behind_the_socket_is_no_answer(tmp_path: Path) -> None:
+    with pytest.raises(dockerapi.NoAnswer):
+        dockerapi.inspect(tmp_path / "missing.sock", "any:tag", timeout=2)
     (tmp_path / "plain").write_text("")
-    assert dockerapi.image_tags(tmp_path / "plain", timeout=2) is None
+    with pytest.raises(dockerapi.NoAnswer):
+        dockerapi.inspect(tmp_path / "plain", "any:tag", timeout=2)
+
+
+def docker_cli(*argv: str) -> str:
+    return subprocess.run(
+        ["/usr/bin/docker", *argv], capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.docker
-def test_the_socket_lists_what_the_cli_lists() -> None:
+def test_the_socket_inspects_as_the_cli_does(tmp_path: Path) -> None:
     need_docker()
     socket = dockerapi.local_socket()
     assert socket is not None
-    found = dockerapi.image_tags(socket)
-    out = subprocess.run(
-        ["/usr/bin/docker", "image", "ls", "--no-trunc", "--format",
-         "{{.Repository}}:{{.Tag}} {{.ID}}"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    listed = dict(line.split(" ", 1) for line in out.splitlines())
-    listed.pop("<none>:<none>", None)
-    assert found == listed
-    assert found  # the suite has built images by now, or the base image at least
-    # The same answer gives each image's size, as `docker image inspect` says it.
-    sized = dockerapi.images(socket)
-    assert sized is not None
-    tag, image = next(iter(sized.items()))
-    inspected = subprocess.run(
-        ["/usr/bin/docker", "image", "inspect", "--format", "{{.Size}}", tag],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert image.size == int(inspected)
+    tag = docker_cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()[0]
+    found = dockerapi.inspect(socket, tag)
+    assert found == json.loads(docker_cli("image", "inspect", tag))[0]
+    assert dockerapi.inspect(socket, "verl-nothing/here:0123") is None
+
+
+@pytest.mark.docker
+def test_the_engine_asks_the_socket_and_the_cli_alike(tmp_path: Path) -> None:
+    """The same answers with the socket as without it (DOCKER_HOST=tcp://: the CLI)."""
+    need_docker()
+    tag = docker_cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()[0]
+    by_socket = DockerEngine.connect(tmp_path)
+    by_cli = DockerEngine.connect(tmp_path)
+    by_cli._socket = None  # as where DOCKER_HOST names no local socket
+    for engine in (by_socket, by_cli):
+        assert engine.image_exists(tag)
+        assert not engine.image_exists("verl-nothing/here:0123")
+    assert by_socket.image_id(tag) == by_cli.image_id(tag)
+    assert by_socket.size(tag) == by_cli.size(tag) == int(docker_cli(
+        "image", "inspect", "--format", "{{.Size}}", tag
+    ))  # fmt: skip
+    assert by_socket.layers(tag) == by_cli.layers(tag) != []
+    assert by_socket.config(tag) == by_cli.config(tag)
+    assert by_cli._tags is not None  # the CLI's list, asked once
+    assert by_socket._tags is None  # never listed: asked one image at a time
 
 
 # ------------------------------------------------------------ compiled templates

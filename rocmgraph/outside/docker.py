@@ -167,8 +167,11 @@ class DockerEngine:
         # builder its builds run on ("": the engine's own BuildKit).
         self.host = host
         self.builder = builder
+        # What the engine said of each image asked about, until something changes: over its
+        # socket, one image at a time; or, where there is no local socket, the CLI's list.
+        self._inspected: dict[str, dict[str, object] | None] = {}
         self._tags: dict[str, str] | None = None
-        self._sizes: dict[str, int] = {}  # from the same list, when the socket gave it
+        self._socket = dockerapi.local_socket(self._environ())
 
     @classmethod
     def connect(
@@ -213,16 +216,33 @@ class DockerEngine:
                 ) from None
             raise
 
-    def tags(self) -> dict[str, str]:
-        """Every tagged image: ``repo:tag`` -> image id (one call per run, kept up to date)."""
-        if self._tags is None:
-            self._sizes = {}
-            local = dockerapi.local_socket(self._environ())
-            found = dockerapi.images(local) if local else None
+    def _inspect(self, ref: str) -> dict[str, object] | None:
+        """``docker image inspect ref`` (None: no such image) from the engine's socket, asked
+        once per ref until something changes; raises NoAnswer where no socket answers."""
+        if ref not in self._inspected:
+            if self._socket is None:
+                raise dockerapi.NoAnswer("no local socket")
+            try:
+                self._inspected[ref] = dockerapi.inspect(self._socket, ref)
+            except dockerapi.NoAnswer:
+                self._socket = None  # the CLI from now on, which says what is wrong
+                raise
+        return self._inspected[ref]
+
+    def _inspected_or_cli(self, ref: str) -> dict[str, object]:
+        """``docker image inspect ref``: from the socket, else the CLI (whose error names a
+        missing image)."""
+        with contextlib.suppress(dockerapi.NoAnswer):
+            found = self._inspect(ref)
             if found is not None:
-                self._tags = {tag: image.id for tag, image in found.items()}
-                self._sizes = {tag: image.size for tag, image in found.items()}
-        if self._tags is None:  # not a local engine, or one that does not answer: the CLI
+                return found
+        listed = json.loads(self._docker("image", "inspect", ref))
+        return listed[0] if isinstance(listed, list) and isinstance(listed[0], dict) else {}
+
+    def _tags_listed(self) -> dict[str, str]:
+        """Every tagged image, ``repo:tag`` -> image id, as the CLI lists them (one call per
+        run, kept up to date): where no socket answers, one process beats one per image."""
+        if self._tags is None:
             out = self._docker(
                 "image", "ls", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"
             )
@@ -230,19 +250,26 @@ class DockerEngine:
         return self._tags
 
     def image_exists(self, ref: str) -> bool:
-        return ref in self.tags()
+        return self.image_id(ref) is not None
 
     def refresh(self) -> None:
-        self._tags = None
+        self._forget()
+
+    def _forget(self) -> None:
+        self._inspected, self._tags = {}, None
 
     def image_id(self, ref: str) -> str | None:
-        return self.tags().get(ref)
+        try:
+            found = self._inspect(ref)
+        except dockerapi.NoAnswer:
+            return self._tags_listed().get(ref)
+        return None if found is None else str(found["Id"])
 
     # ------------------------------------------------------------ changes
 
     def tag(self, ref: str, alias: str) -> None:
         self._docker("tag", ref, alias)
-        self._tags = None
+        self._forget()
 
     def import_rootfs(self, tarball: Path, ref: str, changes: list[str]) -> None:
         """An image from a root filesystem tarball (``docker import``), tagged ``ref``."""
@@ -250,16 +277,16 @@ class DockerEngine:
         for change in changes:
             argv += ["--change", change]
         self._docker(*argv, str(tarball), ref)
-        self._tags = None
+        self._forget()
 
     def pull(self, ref: str) -> None:
         self._docker("pull", "--quiet", ref)
-        self._tags = None
+        self._forget()
 
     def untag(self, ref: str) -> None:
         """Remove the tag ``ref`` (its image stays while another tag names it)."""
         self._docker("image", "rm", ref)
-        self._tags = None
+        self._forget()
 
     def labels(self, ref: str) -> dict[str, str]:
         found = self.config(ref).get("Labels")
@@ -312,7 +339,7 @@ class DockerEngine:
             on_line(f"$ {where}{' '.join(argv)}")
             env = {**self._environ(), "DOCKER_BUILDKIT": "1"}
             returncode = proc.stream(argv, on_line, env=env)
-            self._tags = None
+            self._forget()
             if returncode != 0:
                 raise BuildFailed(job.stage, returncode, list(tail), log_path)
 
@@ -338,22 +365,17 @@ class DockerEngine:
         )
 
     def size(self, ref: str) -> int:
-        """The bytes of ``ref``: from the engine's list when its socket answered it, else
-        asked."""
-        self.tags()
-        if ref in self._sizes:
-            return self._sizes[ref]
-        return int(self._docker("image", "inspect", "--format", "{{.Size}}", ref).strip())
+        """The bytes of ``ref``, its parents' layers included (``docker image ls``'s SIZE)."""
+        return int(str(self._inspected_or_cli(ref).get("Size") or 0))
 
     def layers(self, ref: str) -> list[str]:
-        found = json.loads(
-            self._docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", ref)
-        )
+        root = self._inspected_or_cli(ref).get("RootFS")
+        found = root.get("Layers") if isinstance(root, dict) else None
         return [str(layer) for layer in found or []]
 
     def config(self, ref: str) -> dict[str, object]:
         """``docker image inspect``'s ``.Config`` of ``ref``."""
-        found = json.loads(self._docker("image", "inspect", "--format", "{{json .Config}}", ref))
+        found = self._inspected_or_cli(ref).get("Config")
         return found if isinstance(found, dict) else {}
 
 

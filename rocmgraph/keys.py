@@ -20,7 +20,7 @@ from rocmgraph import kinds
 from rocmgraph.errors import GraphError, PinsError
 from rocmgraph.graph import Graph, Stage
 from rocmgraph.layout import ROOT
-from rocmgraph.pins import Pins, Value, format_path, is_under, select
+from rocmgraph.pins import Pins, Value, format_path, is_under
 from rocmgraph.recipe import render
 
 # Bump when the meaning of an input changes, so old keys cannot collide.
@@ -147,7 +147,7 @@ def stage_inputs(
     *,
     closure: str | None = None,
 ) -> Inputs:
-    read = select(pins.flat(), stage.reads)
+    read = pins.read(stage.reads)
     given = variables or {}
     return Inputs(
         schema=SCHEMA,

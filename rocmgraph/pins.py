@@ -284,7 +284,34 @@ class Pins:
 
     def flat(self) -> dict[PinPath, Value]:
         """What the pins fix (locations left out): the view keys are made of."""
+        return dict(self._flat)
+
+    @functools.cached_property
+    def _flat(self) -> dict[PinPath, Value]:
         return {leaf.path: leaf.value for leaf in self._leaves if not leaf.location}
+
+    def read(self, reads: tuple[PinPath, ...]) -> dict[PinPath, Value]:
+        """The pins ``flat`` gives that lie under any of ``reads``, in its order: what a
+        stage whose ``reads`` these are reads."""
+        found: set[int] = set()
+        for prefix in reads:
+            found.update(self._under.get(prefix, ()))
+        items = self._items
+        return dict(items[index] for index in sorted(found))
+
+    @functools.cached_property
+    def _items(self) -> tuple[tuple[PinPath, Value], ...]:
+        return tuple(self._flat.items())
+
+    @functools.cached_property
+    def _under(self) -> dict[PinPath, list[int]]:
+        """Each prefix of a pin's path (the whole path and ``()`` included) -> the positions
+        in ``flat`` of the pins under it: a stage's reads are looked up, not scanned for."""
+        index: dict[PinPath, list[int]] = {}
+        for position, path in enumerate(self._flat):
+            for depth in range(len(path) + 1):
+                index.setdefault(path[:depth], []).append(position)
+        return index
 
     def missing(self) -> list[Missing]:
         """Values that cannot be known offline: empty, or a short commit id."""
@@ -320,6 +347,9 @@ class Missing:
         return f"{format_path(self.path)} ({self.why})"
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def format_path(path: PinPath) -> str:
     """``("sources", "vllm", "commit")`` -> ``[sources.vllm].commit``."""
     if len(path) == 1:
@@ -332,9 +362,10 @@ def format_table(path: PinPath) -> str:
     return "[" + ".".join(_toml_key(part) for part in path) + "]"
 
 
+@functools.lru_cache(maxsize=4096)  # every key names its pins: the same few hundred names
 def _toml_key(part: str) -> str:
     """A key as TOML writes it: bare when it can be, else a quoted, escaped basic string."""
-    if re.fullmatch(r"[A-Za-z0-9_-]+", part):
+    if _BARE_KEY.fullmatch(part):
         return cut(part)
     return cut(json.dumps(part))  # escapes quotes and control characters, as TOML does
 
@@ -673,14 +704,3 @@ def _leaves(
 def is_under(path: PinPath, reads: tuple[PinPath, ...]) -> bool:
     """Whether ``path`` lies under one of ``reads`` (whole segments, not string prefixes)."""
     return any(path[: len(read)] == read for read in reads)
-
-
-def select(flat: Mapping[PinPath, Value], reads: tuple[PinPath, ...]) -> dict[PinPath, Value]:
-    """The pins under any of ``reads``."""
-    # A set lookup of each prefix, not a scan of ``reads`` per pin: every key reads it.
-    wanted = set(reads)
-    return {
-        path: value
-        for path, value in flat.items()
-        if any(path[:depth] in wanted for depth in range(len(path) + 1))
-    }

@@ -73,7 +73,7 @@ def inspect(path: Path, ref: str, timeout: float = 30) -> dict[str, object] | No
         connection.close()
     if not isinstance(found, dict):
         raise NoAnswer(f"{path}: no engine's answer")
-    if response.status == 404 and "message" in found:  # "No such image: ..."
+    if response.status in (400, 404) and "message" in found:  # no such image, or no such name
         return None
     if response.status != 200:
         raise NoAnswer(f"{path}: {response.status} {found.get('message', '')}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 import rocmgraph
 from rocmgraph.keys import Json
 from rocmgraph.run import Run
@@ -43,3 +45,19 @@ def build_record(run: Run, final: str) -> dict[str, Json]:
 
 def build_json(run: Run, final: str) -> str:
     return json.dumps(build_record(run, final), indent=1, sort_keys=True)
+
+
+def installed(pip_list: str) -> dict[str, str]:
+    """The Python packages an image's manifest lists (``pip list``'s table, or
+    ``name==version`` lines): name as pip compares them (PEP 503) -> version."""
+    found: dict[str, str] = {}
+    for line in pip_list.splitlines():
+        if "==" in line:
+            name, version = line.split("==", 1)
+        else:
+            parts = line.split()
+            if len(parts) < 2 or set(parts[0]) <= {"-"} or parts[0] == "Package":
+                continue
+            name, version = parts[0], parts[1]
+        found[canonicalize_name(name)] = version.strip()
+    return found

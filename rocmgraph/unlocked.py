@@ -15,12 +15,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name as normal
+
 from rocmgraph.closure import Closure
 from rocmgraph.errors import LockError, VerifyError
 from rocmgraph.outside import Outside
 from rocmgraph.pins import Pins
+from rocmgraph.provenance import installed
 from rocmgraph.run import Run
-from rocmgraph.verify import installed, normal
 
 KEY_PREFIX = "org.verl-rocm-graph.key."  # the final image's label of each stage's key
 

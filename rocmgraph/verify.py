@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name
+
 from rocmgraph import build, filetree
 from rocmgraph.errors import GraphToolError, Unchecked, VerifyError
 from rocmgraph.outside import Outside
 from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.provenance import installed
 from rocmgraph.run import Run
 
 STAGE_KEY = "org.verl-rocm-graph.key."  # the final image's label of each stage's key
@@ -104,30 +107,10 @@ def _manifest(run: Run, engine: DockerEngine, image: str) -> list[Row]:
     }
     rows = []
     for name, version in sorted(wanted.items()):
-        found = listed.get(normal(name))
+        found = listed.get(canonicalize_name(name))
         if found is None or found.split("+", 1)[0] != version.split("+", 1)[0]:
             rows.append(Row(f"python {name}", version, found or "none"))
     return rows
-
-
-def installed(pip_list: str) -> dict[str, str]:
-    """``pip list``'s table (or ``name==version`` lines): normalised name -> version."""
-    found = {}
-    for line in pip_list.splitlines():
-        if "==" in line:
-            name, version = line.split("==", 1)
-        else:
-            parts = line.split()
-            if len(parts) < 2 or set(parts[0]) <= {"-"} or parts[0] == "Package":
-                continue
-            name, version = parts[0], parts[1]
-        found[normal(name)] = version.strip()
-    return found
-
-
-def normal(name: str) -> str:
-    """A distribution's name as pip compares them (PEP 503)."""
-    return "-".join(name.lower().replace("_", "-").replace(".", "-").split("-"))
 
 
 def as_text(image: str, run: Run, rows: list[Row]) -> str:

@@ -12,7 +12,7 @@ from conftest import run_doit
 from demo_e2e import E2E, copy_of_demo, docker
 
 import stages
-from rocmgraph.verify import installed, normal
+from rocmgraph.provenance import installed
 
 PIP_LIST = """\
 Package            Version                          Editable project location
@@ -30,7 +30,9 @@ def test_pip_lists_table_is_read_by_normal_names() -> None:
         "torch": "2.12.0+rocm7.14.0.lw.git1a2b3c4d",
     }
     assert installed("Flash_Attn==2.8.3\n") == {"flash-attn": "2.8.3"}
-    assert normal("Megatron.Core") == "megatron-core"
+    assert installed("Megatron.Core==0.18.0\nruamel__yaml==0.18\n") == {
+        "megatron-core": "0.18.0", "ruamel-yaml": "0.18"
+    }  # fmt: skip
 
 
 def verify(world: E2E, image: str) -> tuple[int, list[str], str]:

@@ -63,10 +63,13 @@ def test_no_streamed_command_starts_after_an_interrupt() -> None:
     assert str(raised.value) == "`true` was not started: the run is interrupted"
 
 
+# The child takes SIGINT's default action back, as the docker client (Go) does: a run
+# started in the background of a script inherits SIGINT ignored, and so would a Python child.
 STREAMS_A_CHILD = """
 import sys
 from rocmgraph.outside import proc
-child = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+child = ("import os, signal, time; signal.signal(signal.SIGINT, signal.default_int_handler);"
+         " print(os.getpid(), flush=True); time.sleep(60)")
 proc.stream([sys.executable, "-c", child], lambda line: print(line, flush=True))
 """
 

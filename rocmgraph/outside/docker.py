@@ -259,11 +259,11 @@ class DockerEngine:
         self._inspected, self._tags = {}, None
 
     def image_id(self, ref: str) -> str | None:
-        try:
-            found = self._inspect(ref)
-        except dockerapi.NoAnswer:
-            return self._tags_listed().get(ref)
-        return None if found is None else str(found["Id"])
+        if self._socket is not None:
+            with contextlib.suppress(dockerapi.NoAnswer):  # it stopped answering: the CLI
+                found = self._inspect(ref)
+                return None if found is None else str(found["Id"])
+        return self._tags_listed().get(ref)
 
     # ------------------------------------------------------------ changes
 

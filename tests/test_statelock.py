@@ -145,8 +145,9 @@ def test_two_runs_build_one_stage_key_once(
     assert len(engine.builds) == 1
     err = capsys.readouterr().err
     assert re.fullmatch(
-        r"waiting for the build started at \d\d:\d\d by pid \d+ \(arch gfx9(42|50)\): it builds "
-        r"slim [0-9a-f]{12}\n",
+        # the date too when the build began on another day (a run across midnight)
+        r"waiting for the build started at (\d{4}-\d\d-\d\d )?\d\d:\d\d by pid \d+ "
+        r"\(arch gfx9(42|50)\): it builds slim [0-9a-f]{12}\n",
         err,
     ), err
 

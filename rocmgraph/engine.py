@@ -8,7 +8,7 @@ interface.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -37,6 +37,9 @@ class Engine(Protocol):
     def image_exists(self, ref: str) -> bool: ...
 
     def image_id(self, ref: str) -> str | None: ...
+
+    def image_ids(self, refs: Sequence[str]) -> Mapping[str, str | None]:
+        """``image_id`` of every ref of ``refs``, asked together (a run asks of every stage)."""
 
     def build(self, job: BuildJob) -> None: ...
 
@@ -76,6 +79,9 @@ class Deferred:
 
     def image_id(self, ref: str) -> str | None:
         return self._engine.image_id(ref)
+
+    def image_ids(self, refs: Sequence[str]) -> Mapping[str, str | None]:
+        return self._engine.image_ids(refs)
 
     def build(self, job: BuildJob) -> None:
         self._engine.build(job)

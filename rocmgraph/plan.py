@@ -72,6 +72,7 @@ def make_plan(
         name: ref for name, ref in (references or {}).items() if name not in run.pins.base.provides
     }
     problem = engine_problem(engine)
+    ids = {} if problem else engine.image_ids([run.ref(stage.name) for stage in run.graph])
 
     def tagged(stage: str, key: str) -> bool:
         return not problem and engine.image_exists(run.ref(stage, key))
@@ -79,7 +80,7 @@ def make_plan(
     for stage in run.graph:
         key = run.keys[stage.name]
         ref = run.ref(stage.name)
-        built = False if problem else engine.image_exists(ref)
+        built = ids.get(ref) is not None
         in_cache = not problem and not built and cached(stage.name)
         reasons: list[str] = []
         record = records.load(run.records_dir, stage.name, partial(tagged, stage.name))

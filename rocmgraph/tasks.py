@@ -373,6 +373,7 @@ class Tasks:
         self._runs: dict[Options, Run] = {}
         self._outside: dict[Options, Outside] = {}
         self._demos: dict[str, demo_profile.Demo] = {}
+        self._asked: set[Options] = set()  # runs whose images the engine was asked of at once
 
     # ------------------------------------------------------------ shared state
 
@@ -664,6 +665,11 @@ class Tasks:
                     return True  # a stage the profile leaves out has nothing to build
                 if self._solve is not None and stage in self._solve:
                     return False  # its task says how the run's solve built it
+                if options not in self._asked:  # every stage's image, asked together
+                    self._asked.add(options)
+                    with contextlib.suppress(GraphToolError):  # then asked one by one
+                        refs = [run.ref(name) for name in run.graph.order]
+                        engine.image_ids([*refs, run.friendly_tag()])
                 if tagged:
                     done = build.is_tagged(run, engine)
                     if done:

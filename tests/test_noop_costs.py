@@ -132,6 +132,26 @@ def test_the_engine_asks_the_socket_and_the_cli_alike(tmp_path: Path) -> None:
     assert by_socket._tags is None  # never listed: asked one image at a time
 
 
+@pytest.mark.docker
+def test_images_asked_together_answer_as_one_by_one(tmp_path: Path) -> None:
+    """Several connections side by side, each kept for its share: the same answers."""
+    need_docker()
+    socket = dockerapi.local_socket()
+    assert socket is not None
+    tags = docker_cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()[:9]
+    refs = [*tags, "verl-nothing/here:0123", tags[0]]  # a ref twice is asked once
+    together = dockerapi.inspect_many(socket, refs, threads=4)
+    assert together == {ref: dockerapi.inspect(socket, ref) for ref in refs}
+    assert together["verl-nothing/here:0123"] is None
+    with pytest.raises(dockerapi.NoAnswer):
+        dockerapi.inspect_many(tmp_path / "missing.sock", refs, timeout=2)
+
+    by_socket, by_cli = DockerEngine.connect(tmp_path), DockerEngine.connect(tmp_path)
+    by_cli._socket = None
+    assert by_socket.image_ids(refs) == by_cli.image_ids(refs)
+    assert set(by_socket._inspected) == set(refs)  # kept: image_id asks no more
+
+
 # ------------------------------------------------------------ compiled templates
 
 

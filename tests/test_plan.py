@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from conftest import PINS, edit_toml, run_doit
@@ -31,6 +31,9 @@ class SetEngine:
 
     def image_id(self, ref: str) -> str | None:
         return ref if ref in self.refs else None
+
+    def image_ids(self, refs: Sequence[str]) -> dict[str, str | None]:
+        return {ref: self.image_id(ref) for ref in refs}
 
     def build(self, job: BuildJob) -> None:
         self.refs.add(job.ref)

@@ -5,7 +5,7 @@ are in test_fleet.)"""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -23,6 +23,9 @@ class Holding:
         return ref in self.refs
 
     def image_id(self, ref: str) -> str | None:
+        raise NotImplementedError
+
+    def image_ids(self, refs: Sequence[str]) -> dict[str, str | None]:
         raise NotImplementedError
 
     def build(self, job: BuildJob) -> None:

@@ -17,7 +17,7 @@ import shutil
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -257,6 +257,14 @@ class DockerEngine:
 
     def _forget(self) -> None:
         self._inspected, self._tags = {}, None
+
+    def image_ids(self, refs: Sequence[str]) -> dict[str, str | None]:
+        """Over the socket, the refs not asked yet side by side; else the CLI's list."""
+        unknown = [ref for ref in refs if ref not in self._inspected]
+        if self._socket is not None and len(unknown) > 1:
+            with contextlib.suppress(dockerapi.NoAnswer):  # image_id says what is wrong
+                self._inspected.update(dockerapi.inspect_many(self._socket, unknown))
+        return {ref: self.image_id(ref) for ref in refs}
 
     def image_id(self, ref: str) -> str | None:
         if self._socket is not None:

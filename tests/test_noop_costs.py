@@ -139,7 +139,8 @@ def test_images_asked_together_answer_as_one_by_one(tmp_path: Path) -> None:
     socket = dockerapi.local_socket()
     assert socket is not None
     tags = docker_cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()[:9]
-    refs = [*tags, "verl-nothing/here:0123", tags[0]]  # a ref twice is asked once
+    # A connection asks on after a 404; a ref twice is asked once.
+    refs = ["verl-nothing/here:0123", *tags, tags[0]]
     together = dockerapi.inspect_many(socket, refs, threads=4)
     assert together == {ref: dockerapi.inspect(socket, ref) for ref in refs}
     assert together["verl-nothing/here:0123"] is None

@@ -289,6 +289,9 @@ class _Builds:
         )  # fmt: skip
         self.built: set[str] = set()
         self.failed: dict[str, GraphToolError] = {}
+        # The stages whose image holds their own files alone (a source stage's /dist, prune's
+        # trees): built FROM scratch, on no parent's layers.
+        self.scratch: set[str] = set()
         self._seconds: dict[str, float] = {}
 
     def solve(self, wave: tuple[str, ...]) -> None:
@@ -348,11 +351,14 @@ class _Builds:
         the stages of it built on them: untagged, to build again one at a time. BuildKit's
         cache can hold two results of one step (a rebuild without cache adds one), and two
         builds of one solve may each take another: a stage would ship a copy of its
-        parent's layers instead of sharing them."""
+        parent's layers instead of sharing them. A stage FROM scratch is on no parent's
+        layers; one whose parent failed has no image to compare with (its error is said)."""
         run, engine, again = self.run, self.engine, []
         for name in wave:
             parent = (run.graph[name].parents or ("",))[0]
-            if name not in self.built or parent not in wave:
+            if name not in self.built or parent not in wave or name in self.scratch:
+                continue
+            if parent in self.failed:
                 continue
             if parent in again or not _shares(engine, run.ref(parent), run.ref(name)):
                 again.append(name)
@@ -381,6 +387,7 @@ class _Builds:
         for name in wave:
             _sweep_contexts(run, name, keep)
         recipe, owners = solve_recipe(run, engine, wave, images)
+        self.scratch.update(name for name in _SCRATCH.findall(recipe) if name in wave)
         scratch = run.state_dir / "contexts" / keep
         return context.prepare_many(run, self.outside, wave, scratch, recipe=recipe), owners
 
@@ -462,6 +469,7 @@ def solve_recipe(
 
 
 _AS = re.compile(r"^FROM \S+ AS (\S+)$", re.MULTILINE)
+_SCRATCH = re.compile(r"^FROM scratch AS (\S+)$", re.MULTILINE)
 
 
 def _run_all(

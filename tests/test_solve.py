@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from conftest import PINS
 from test_plan import SetEngine
 
 import stages
-from rocmgraph.build import solve_recipe
+from rocmgraph.build import _SCRATCH, _Builds, solve_recipe
+from rocmgraph.errors import GraphToolError
 from rocmgraph.graph import Stage, make_graph
+from rocmgraph.outside import Outside
 from rocmgraph.run import Options, Run
 from rocmgraph.solve import Router, waves
 
@@ -134,3 +137,44 @@ def test_a_solve_file_holds_its_stages_and_takes_the_rest_as_images() -> None:
     assert owners["slim_trimmed"] == owners["slim"] == "slim"
     assert owners["prune"] == "assemble"
     assert owners["manifest"] == "manifest"
+
+
+class Layered(SetEngine):
+    """In memory, every stage on its parent's layers but vLLM (its /dist alone)."""
+
+    def layers(self, ref: str) -> list[str]:
+        if ref not in self.refs:
+            raise AssertionError(f"asked the layers of {ref}, which is not there")
+        return ["dist"] if "/vllm:" in ref else ["base-layer"]
+
+
+def builds_of(run: Run, engine: SetEngine, tmp_path: Path) -> _Builds:
+    return _Builds(run, engine, Outside(logs=tmp_path), "", lambda name, error: None)
+
+
+def test_a_stage_from_scratch_is_on_no_parent_s_layers(tmp_path: Path) -> None:
+    """vLLM's image is its /dist alone (FROM scratch): solved with wheels (`doit build:vllm`
+    on an empty engine), it is not built again for not sharing wheels' layers."""
+    run = Run(Options(pins=str(PINS), arch="gfx942"), GRAPH)
+    wave = ("wheels", "vllm")
+    builds = builds_of(run, Layered({run.ref(name) for name in wave}), tmp_path)
+    builds.built = set(wave)
+    text, _ = solve_recipe(run, SetEngine(set()), wave, {"rocm": run.ref("rocm")})
+    builds.scratch.update(name for name in _SCRATCH.findall(text) if name in wave)
+    assert builds.scratch == {"vllm"}
+    assert builds._misbuilt(wave) == []
+    builds.scratch = set()  # were it built FROM wheels, it would have shipped a copy of it
+    assert builds._misbuilt(wave) == ["vllm"]
+
+
+def test_a_stage_whose_parent_failed_in_its_solve_is_not_compared_with_it(
+    tmp_path: Path,
+) -> None:
+    """wheels' export failed (a full disk) where verl's tagged: no image of wheels to ask
+    about; wheels' own error is the run's."""
+    run = Run(Options(pins=str(PINS), arch="gfx942"), GRAPH)
+    wave = ("wheels", "slim")
+    builds = builds_of(run, Layered({run.ref("slim")}), tmp_path)
+    builds.built = {"slim"}
+    builds.failed = {"wheels": GraphToolError("wheels: no space left on device")}
+    assert builds._misbuilt(wave) == []

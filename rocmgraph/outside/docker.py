@@ -219,15 +219,17 @@ class DockerEngine:
     def _inspect(self, ref: str) -> dict[str, object] | None:
         """``docker image inspect ref`` (None: no such image) from the engine's socket, asked
         once per ref until something changes; raises NoAnswer where no socket answers."""
-        if ref not in self._inspected:
-            if self._socket is None:
-                raise dockerapi.NoAnswer("no local socket")
-            try:
-                self._inspected[ref] = dockerapi.inspect(self._socket, ref)
-            except dockerapi.NoAnswer:
-                self._socket = None  # the CLI from now on, which says what is wrong
-                raise
-        return self._inspected[ref]
+        known = self._inspected  # a build in another thread may start a new one meanwhile
+        if ref in known:
+            return known[ref]
+        if self._socket is None:
+            raise dockerapi.NoAnswer("no local socket")
+        try:
+            found = known[ref] = dockerapi.inspect(self._socket, ref)
+        except dockerapi.NoAnswer:
+            self._socket = None  # the CLI from now on, which says what is wrong
+            raise
+        return found
 
     def _inspected_or_cli(self, ref: str) -> dict[str, object]:
         """``docker image inspect ref``: from the socket, else the CLI (whose error names a
@@ -242,12 +244,13 @@ class DockerEngine:
     def _tags_listed(self) -> dict[str, str]:
         """Every tagged image, ``repo:tag`` -> image id, as the CLI lists them (one call per
         run, kept up to date): where no socket answers, one process beats one per image."""
-        if self._tags is None:
+        tags = self._tags  # a build in another thread may forget it meanwhile
+        if tags is None:
             out = self._docker(
                 "image", "ls", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"
             )
-            self._tags = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
-        return self._tags
+            tags = self._tags = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        return tags
 
     def image_exists(self, ref: str) -> bool:
         return self.image_id(ref) is not None
@@ -260,10 +263,11 @@ class DockerEngine:
 
     def image_ids(self, refs: Sequence[str]) -> dict[str, str | None]:
         """Over the socket, the refs not asked yet side by side; else the CLI's list."""
-        unknown = [ref for ref in refs if ref not in self._inspected]
+        known = self._inspected  # answers from before a change go with it, not after it
+        unknown = [ref for ref in refs if ref not in known]
         if self._socket is not None and len(unknown) > 1:
             with contextlib.suppress(dockerapi.NoAnswer):  # image_id says what is wrong
-                self._inspected.update(dockerapi.inspect_many(self._socket, unknown))
+                known.update(dockerapi.inspect_many(self._socket, unknown))
         return {ref: self.image_id(ref) for ref in refs}
 
     def image_id(self, ref: str) -> str | None:

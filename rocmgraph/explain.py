@@ -23,6 +23,10 @@ def changes(now: Inputs, before: Inputs | None) -> list[str]:
     for parent, key in now.parents.items():
         if before.parents.get(parent) != key:
             reasons.append(f"parent {parent} changed")
+    reasons += _mapping_changes(
+        "variable", now.variables or {}, before.variables or {}, values=True
+    )
+    reasons += _mapping_changes("input", now.extras or {}, before.extras or {}, values=True)
     if before.closure != now.closure:
         reasons.append(
             "its closure is locked: it builds with the network off"

@@ -2,7 +2,8 @@
 
 A stage's key covers, and only covers: its recipe files by content (the
 Dockerfile template, helper files, the patches its pins name), the pins it
-reads, the arch set when it depends on it, and its parents' keys. The
+reads, the arch set when it depends on it, its parents' keys, and what reaches
+its image besides its Dockerfile (``Inputs.extras``, variables). The
 rendered Dockerfile is hashed too, so a change in how templates render can
 never reuse an old image. Inputs that are content hashes already (a commit, a
 wheel's sha256, an image digest) go in as they are, so computing every key
@@ -16,9 +17,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import rocmgraph
 from rocmgraph import kinds
 from rocmgraph.errors import GraphError, PinsError
-from rocmgraph.graph import Graph, Stage
+from rocmgraph.graph import Fetch, Graph, Stage
 from rocmgraph.layout import ROOT
 from rocmgraph.pins import Pins, Value, format_path, is_under
 from rocmgraph.recipe import render
@@ -43,6 +45,10 @@ class Inputs:
     parents: Mapping[str, str]  # parent -> its key
     variables: Mapping[str, str] | None = None  # only where a variable is an input
     closure: str | None = None  # sealed: the sha256 of the closure it builds from (closure.py)
+    # What reaches the image besides its Dockerfile, only where something does: the
+    # variables a squash drops from the configuration it carries over, the tool version
+    # build.json names.
+    extras: Mapping[str, Json] | None = None
 
     def as_json(self) -> dict[str, Json]:
         document: dict[str, Json] = {
@@ -58,6 +64,8 @@ class Inputs:
             document["variables"] = dict(self.variables)
         if self.closure is not None:
             document["closure"] = self.closure
+        if self.extras is not None:
+            document["extras"] = dict(self.extras)
         return document
 
     @classmethod
@@ -72,6 +80,7 @@ class Inputs:
         variables = document.get("variables")
         closure = document.get("closure")
         schema = document.get("schema")
+        extras = document.get("extras")
         return cls(
             schema=schema if isinstance(schema, int) else 0,
             stage=str(document.get("stage", "")),
@@ -84,6 +93,7 @@ class Inputs:
             if isinstance(variables, dict)
             else None,
             closure=closure if isinstance(closure, str) else None,
+            extras=dict(extras) if isinstance(extras, dict) else None,
         )
 
 
@@ -154,7 +164,7 @@ def stage_inputs(
         stage=stage.name,
         dockerfile=digest(render(stage, pins, archs).encode()),
         files={name: digest((ROOT / name).read_bytes()) for name in recipe_files(stage, pins)},
-        pins={format_path(path): _jsonable(value) for path, value in read.items()},
+        pins={format_path(path, whole=True): _jsonable(value) for path, value in read.items()},
         arch=archs if depends_on_arch(stage, pins) else None,
         parents={parent: parent_keys[parent] for parent in stage.parents},
         # only where a variable is an input, so other keys never move
@@ -162,7 +172,17 @@ def stage_inputs(
         if stage.variables
         else None,
         closure=closure,
+        extras=_extras(stage),
     )
+
+
+def _extras(stage: Stage) -> dict[str, Json] | None:
+    found: dict[str, Json] = {}
+    if stage.drop_env:  # the engine leaves them out of the configuration it carries over
+        found["drop_env"] = list(stage.drop_env)
+    if Fetch.PROVENANCE in stage.fetches:  # build.json names the tool that wrote it
+        found["tool"] = rocmgraph.__version__
+    return found or None
 
 
 def compute(

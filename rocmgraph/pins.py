@@ -350,12 +350,14 @@ class Missing:
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def format_path(path: PinPath) -> str:
-    """``("sources", "vllm", "commit")`` -> ``[sources.vllm].commit``."""
+def format_path(path: PinPath, *, whole: bool = False) -> str:
+    """``("sources", "vllm", "commit")`` -> ``[sources.vllm].commit``: for a message, each
+    name cut as messages cut what they quote; ``whole``: every name whole (a key's inputs,
+    where two long names cut alike must not become one)."""
     if len(path) == 1:
-        return _toml_key(path[0])
-    table = ".".join(_toml_key(part) for part in path[:-1])
-    return f"[{table}].{_toml_key(path[-1])}"
+        return _toml_key(path[0], whole)
+    table = ".".join(_toml_key(part, whole) for part in path[:-1])
+    return f"[{table}].{_toml_key(path[-1], whole)}"
 
 
 def format_table(path: PinPath) -> str:
@@ -363,11 +365,10 @@ def format_table(path: PinPath) -> str:
 
 
 @functools.lru_cache(maxsize=4096)  # every key names its pins: the same few hundred names
-def _toml_key(part: str) -> str:
+def _toml_key(part: str, whole: bool = False) -> str:
     """A key as TOML writes it: bare when it can be, else a quoted, escaped basic string."""
-    if _BARE_KEY.fullmatch(part):
-        return cut(part)
-    return cut(json.dumps(part))  # escapes quotes and control characters, as TOML does
+    text = part if _BARE_KEY.fullmatch(part) else json.dumps(part)  # escaped as TOML does
+    return text if whole else cut(text)
 
 
 # ---------------------------------------------------------------- loading

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
@@ -14,8 +13,8 @@ from rocmgraph.run import Run
 
 def build_record(run: Run, final: str) -> dict[str, Json]:
     """Every stage up to ``final``: its key, image and the pins it read. Not the id an engine
-    gave its image, how long its build took, or where its pins file lay: facts of the
-    machine that built it (its .build/build.json), which a rebuild of the same key
+    gave its image, how long its build took, or the name and place of its pins file: facts
+    of the machine that built it (its .build/build.json), which a rebuild of the same key
     elsewhere, or here after its tag was lost, does not share; the image would then differ
     from its own rebuild."""
     stages: list[Json] = []
@@ -36,8 +35,7 @@ def build_record(run: Run, final: str) -> dict[str, Json]:
             }
         )
     return {
-        "tool": {"name": "verl-rocm-graph", "version": rocmgraph.__version__},
-        "pins_file": Path(run.options.pins).name,
+        "tool": {"name": "verl-rocm-graph", "version": rocmgraph.__version__},  # in its key
         "arch": list(run.archs),
         "stages": stages,
     }

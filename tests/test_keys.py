@@ -16,6 +16,7 @@ from conftest import PINS, ROOT, edit_toml
 
 import stages
 from rocmgraph import keys, kinds, pins, recipe
+from rocmgraph.graph import make_graph
 from rocmgraph.pins import Leaf, format_path, is_under
 
 GRAPH = stages.graph()
@@ -258,3 +259,32 @@ def test_computing_every_key_reads_only_small_recipe_files_and_writes_nothing() 
         assert path in recipes, name
         assert not set(mode) & set("wax+"), (name, mode)
         assert path.stat().st_size < 64 * 1024, name
+
+
+def test_what_reaches_an_image_besides_its_dockerfile_is_in_its_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """slim's configuration leaves out the variables it drops, and build.json names the
+    tool: both shape an image without being in its Dockerfile. Only those stages read them."""
+    before = all_keys(REAL)
+    slim = dataclasses.replace(GRAPH["slim"], drop_env=GRAPH["slim"].drop_env[:-1])
+    graph = make_graph([slim if stage.name == "slim" else stage for stage in GRAPH])
+    dropped = keys.compute(graph, REAL, REAL.build.archs)
+    moved = {name for name, key in dropped.items() if key.key != before[name]}
+    assert moved == {"slim"} | GRAPH.descendants("slim")
+    monkeypatch.setattr("rocmgraph.__version__", "9.9.9")
+    assert {n for n, k in all_keys(REAL).items() if k != before[n]} == {"manifest"}
+    inputs = keys.compute(GRAPH, REAL, REAL.build.archs)
+    assert inputs["manifest"].inputs.extras == {"tool": "9.9.9"}
+    assert inputs["vllm"].inputs.extras is None
+
+
+def test_two_long_pin_names_cut_alike_in_a_message_are_two_inputs(pins_text: str) -> None:
+    long = "A" * 250
+    one = pins.loads(edit_toml(pins_text, ["env", long + "B"], "1"))
+    two = pins.loads(edit_toml(pins_text, ["env", long + "C"], "1"))
+    assert format_path(("env", long + "B")) == format_path(("env", long + "C"))  # as said
+    # (a value rendered into the Dockerfile moves the key anyway; one that is not would not)
+    for loaded, last in ((one, "B"), (two, "C")):
+        read = keys.compute(GRAPH, loaded, ("gfx942",))["assemble"].inputs.pins
+        assert read[f"[env].{long}{last}"] == "1"

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from conftest import PINS, edit_toml, run_doit
 
+import rocmgraph
 import stages
-from rocmgraph import records
+from rocmgraph import keys, pins, records
 from rocmgraph.engine import BuildJob
 from rocmgraph.estimate import Estimate, Source, load_references
+from rocmgraph.explain import changes
 from rocmgraph.plan import Status, as_text, make_plan
 from rocmgraph.run import Options, Run
 
@@ -292,3 +295,17 @@ def test_one_run_asks_any_number_of_engines(
     assert {p.status for p in make_plan(run, here).stages} == {Status.BUILT}
     elsewhere = {p.name: p.status for p in make_plan(run, there).stages}
     assert [name for name, status in elsewhere.items() if status is Status.BUILT] == ["base"]
+
+
+def test_a_changed_variable_or_tool_version_is_a_reason() -> None:
+    """commit_tag moves the manifest's key without touching its Dockerfile: the plan still
+    says why."""
+    before = keys.compute(stages.graph(), pins.load(PINS), ("gfx942",), {"commit_tag": "DEV"})
+    now = keys.compute(stages.graph(), pins.load(PINS), ("gfx942",), {"commit_tag": "v1"})
+    assert changes(now["manifest"].inputs, before["manifest"].inputs) == [
+        "variable commit_tag changed: 'DEV' -> 'v1'"
+    ]
+    older = dataclasses.replace(before["manifest"].inputs, extras={"tool": "0.0.9"})
+    assert changes(before["manifest"].inputs, older) == [
+        f"input tool changed: '0.0.9' -> {rocmgraph.__version__!r}"
+    ]

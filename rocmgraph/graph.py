@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rocmgraph.errors import GraphError
-from rocmgraph.pins import PinPath
+from rocmgraph.pins import GitSource, PinPath
 from rocmgraph.spelling import suggest
 
 
@@ -56,14 +56,37 @@ class Stage:
 
     @property
     def sources(self) -> tuple[str, ...]:
-        """The git sources whose trees this stage's context holds."""
-        return tuple(path[1] for path in self.reads if path[0] == "sources" and len(path) == 2)
+        """The git sources whose trees this stage's context holds: those whose commit it
+        reads (assemble reads how to install what others built, not their trees)."""
+        return tuple(
+            dict.fromkeys(
+                path[1]
+                for path in self.reads
+                if path[:1] == ("sources",) and len(path) >= 2 and path[2:3] in ((), ("commit",))
+            )
+        )
+
+
+# How assemble installs what a source stage built: no input of the build (a change there
+# rebuilds no wheel, which would be hours of vLLM).
+INSTALL_KNOBS = ("install_deps", "uninstall", "keep_env")
+
+
+def built_from(source: str) -> tuple[PinPath, ...]:
+    """What a source stage reads of a source it builds: its tree (commit, submodules,
+    patches) and how its recipe builds it; not where it is fetched from or what upstream
+    calls it (locations: the commit fixes the tree), nor how assemble installs it."""
+    return tuple(
+        ("sources", source, knob.name)
+        for knob in dataclasses.fields(GitSource)
+        if knob.name not in INSTALL_KNOBS and not knob.metadata.get("location", False)
+    )
 
 
 def source_stage(name: str, doc: str, sources: tuple[str, ...] = ()) -> Stage:
     """A stage that builds pinned sources into wheels for the target archs
     (docker/source-wheel.Dockerfile.j2); by default the source of its own name."""
-    reads = tuple(("sources", source) for source in sources or (name,))
+    reads = tuple(read for source in sources or (name,) for read in built_from(source))
     return Stage(
         name=name,
         doc=doc,

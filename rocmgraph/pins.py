@@ -51,8 +51,9 @@ def _kind(
 ) -> Any:
     """A dataclass field whose strings (values, items, mapping values) are of ``kind``.
 
-    A ``location`` says where to fetch something whose content another pin
-    fixes (a mirror, an index URL beside a sha256): it never feeds a key. An
+    A ``location`` says where to fetch something, or what upstream calls it, whose
+    content another pin fixes (a mirror, an index URL beside a sha256; a source's
+    repository, branch and tag beside its commit): it never feeds a key. An
     ``ordered`` list keeps the order written (and so feeds it to keys); other
     lists are sets. A list with an ``example`` must not be empty.
     """
@@ -171,11 +172,12 @@ class Wheel:
 class GitSource:
     """A git repository built from source at a pinned commit."""
 
-    repo: str = _kind(kinds.URL)
+    # Where it is fetched from and what upstream calls it are no inputs: the commit is the tree.
+    repo: str = _kind(kinds.URL, location=True)
     mirror: str = _kind(kinds.MIRROR, default="", location=True)  # fetched from here instead
-    branch: str = _kind(kinds.NAME)  # the branch `doit bump` follows
+    branch: str = _kind(kinds.NAME, location=True)  # the branch `doit bump` follows
     commit: str = _kind(kinds.COMMIT)
-    tag: str = _kind(kinds.optional(kinds.NAME), default="")  # upstream's name for the commit
+    tag: str = _kind(kinds.optional(kinds.NAME), default="", location=True)  # upstream's name
     version: str = _kind(kinds.optional(kinds.TEXT), default="")
     # The distribution it installs, when not named like the source (flash_attention: flash_attn):
     # the image is checked to hold it at `version`.

@@ -23,7 +23,15 @@ ARTIFACTS = {
     "vllm": ("vllm",),
 }
 # What it reads of each of their sources (not the trees: those are the stages' own).
-SOURCE_KNOBS = ("install_deps", "workspace", "keep_env", "env", "arch_env", "arch_separator")
+SOURCE_KNOBS = (
+    "install_deps",
+    "uninstall",
+    "workspace",
+    "keep_env",
+    "env",
+    "arch_env",
+    "arch_separator",
+)
 
 STAGE = Stage(
     name="assemble",
@@ -36,7 +44,6 @@ STAGE = Stage(
             for source in sources
             for knob in SOURCE_KNOBS
         ),
-        ("sources", "vllm", "uninstall"),
         ("python", "vllm"),
         ("python", "sglang"),
         ("env",),

@@ -288,3 +288,30 @@ def test_two_long_pin_names_cut_alike_in_a_message_are_two_inputs(pins_text: str
     for loaded, last in ((one, "B"), (two, "C")):
         read = keys.compute(GRAPH, loaded, ("gfx942",))["assemble"].inputs.pins
         assert read[f"[env].{long}{last}"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "moved"),
+    [
+        (["sources", "vllm", "uninstall"], ["tilelang", "other"], {"assemble", "manifest"}),
+        (["sources", "vllm", "install_deps"], False, {"assemble", "manifest"}),
+        (["sources", "causal_conv1d", "keep_env"], False, {"assemble", "manifest"}),
+        (["sources", "vllm", "branch"], "release", set()),
+        (["sources", "vllm", "tag"], "v9.9.9", set()),
+        (["sources", "vllm", "repo"], "https://github.com/fork/vllm", set()),
+    ],
+)
+def test_how_a_wheel_is_installed_or_fetched_rebuilds_no_wheel(
+    pins_text: str, path: list[str], value: object, moved: set[str]
+) -> None:
+    """Hours of vLLM are not spent again for a knob of assemble's, or for where its
+    commit is fetched from and what upstream calls it."""
+    before = all_keys(pins.loads(pins_text))
+    after = all_keys(pins.loads(edit_toml(pins_text, path, value)))
+    assert {name for name in before if before[name] != after[name]} == moved
+
+
+def test_assemble_uninstalls_what_any_source_names(pins_text: str) -> None:
+    edited = pins.loads(edit_toml(pins_text, ["sources", "sglang", "uninstall"], ["demo-x"]))
+    text = recipe.render(GRAPH["assemble"], edited, ("gfx942",))
+    assert "pip uninstall -y demo-x tilelang" in text  # sglang's, then vLLM's

@@ -23,6 +23,7 @@ from rocmgraph import keys, patches, provenance
 from rocmgraph.closure import KINDS
 from rocmgraph.engine import Engine
 from rocmgraph.errors import FetchError, LockError
+from rocmgraph.fsutil import git_modes
 from rocmgraph.graph import Fetch
 from rocmgraph.layout import ROOT
 from rocmgraph.outside import Outside
@@ -51,6 +52,7 @@ def prepare_many(
     (dest / "Dockerfile").write_text(recipe, encoding="utf-8")
     for name in names:
         _fill(run, outside, name, dest)
+    git_modes(dest)  # COPY keeps modes: the host's umask must not reach an image
     return dest
 
 

@@ -1,10 +1,12 @@
-"""File and directory writes that never leave half a file (or directory) behind."""
+"""File and directory writes that never leave half a file (or directory) behind, and the
+modes a build context's files take."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -61,3 +63,16 @@ def sha256_file(path: Path) -> str:
         while chunk := data.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def git_modes(root: Path) -> None:
+    """Give every file under ``root`` the mode git records (0755 if any execute bit is set,
+    else 0644) and every directory 0755: what a build copies in then does not depend on the
+    umask of the machine that made it (Ubuntu's 0002 gives 0664 files, root's 0022 0644)."""
+    for folder, _, files in os.walk(root):  # symbolic links to folders are not followed
+        Path(folder).chmod(0o755)
+        for name in files:
+            path = Path(folder) / name
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode):  # a link's own mode means nothing
+                path.chmod(0o755 if mode & 0o111 else 0o644)

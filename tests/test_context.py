@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,28 @@ def test_doit_patches_names_obsolete_and_conflicting_patches(world: World) -> No
         "docker/patches/vllm/0002-moe-pad-weight-in-place.patch", "conflicts", f"{pad}:",
     ]  # fmt: skip
     assert result.stdout.splitlines()[-1] == "7 applies, 1 obsolete, 1 conflicts"
+
+
+def test_a_context_s_modes_are_git_s_whatever_the_umask(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A build's COPY keeps modes: made under Ubuntu's umask 0002 (group-writable) the
+    context holds what it holds under root's 0022, and the image is the same."""
+    run = locked_run(world, monkeypatch)
+    prepare(run, "vllm", tmp_path / "first")  # the source cache filled
+    cached = default_cache() / "git" / world.commits["vllm"] / "csrc/cumem_allocator.cpp"
+    cached.chmod(0o664)  # as a checkout under umask 0002 leaves it
+    old = os.umask(0o002)
+    try:
+        dest = prepare(run, "vllm", tmp_path / "ctx")
+    finally:
+        os.umask(old)
+        cached.chmod(0o644)
+    modes = {
+        path.relative_to(dest).as_posix(): stat.S_IMODE(path.lstat().st_mode)
+        for path in [dest, *dest.rglob("*")]
+        if not path.is_symlink()
+    }
+    assert modes["src/vllm/csrc/cumem_allocator.cpp"] == 0o644
+    assert {mode for path, mode in modes.items() if (dest / path).is_dir()} == {0o755}
+    assert set(modes.values()) <= {0o644, 0o755}

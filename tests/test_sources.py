@@ -19,7 +19,7 @@ from servers import (
     serve_bare,
 )
 
-from rocmgraph import pins
+from rocmgraph import patches, pins
 from rocmgraph.errors import FetchError
 from rocmgraph.outside.sources import Mirrors, SourceCache
 from rocmgraph.pins import GitSource
@@ -423,3 +423,33 @@ def test_a_fetch_that_fills_the_disk_says_so_not_the_network() -> None:
     )
     refused = CommandFailed(["git", "fetch"], 128, "fatal: unable to access: Connection refused")
     assert "(connection refused); check the network" in str(origin.failed(refused))
+
+
+def test_the_user_s_git_configuration_does_not_change_a_tree(
+    tmp_path: Path, upstream: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Line endings converted, attributes and hooks of one's own, whitespace fixed in
+    patches: all would give one commit two trees (and one key two images)."""
+    repo, first = upstream
+    home = tmp_path / "home"
+    (home / "hooks").mkdir(parents=True)
+    hook = home / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\necho hooked > hooked.txt\n")
+    hook.chmod(0o755)
+    (home / "attributes").write_text("* text eol=crlf\n")
+    (home / ".gitconfig").write_text(
+        "[core]\n\tautocrlf = true\n\teol = crlf\n"
+        f"\tattributesFile = {home / 'attributes'}\n\thooksPath = {home / 'hooks'}\n"
+        "[apply]\n\twhitespace = fix\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    tree = SourceCache(tmp_path / "cache").tree("vllm", source(first, f"file://{repo}"))
+    assert (tree / "setup.py").read_bytes() == b"# v1\n"
+    assert not (tree / "hooked.txt").exists()
+    patch = tmp_path / "0001.patch"
+    patch.write_text("--- a/csrc/a.cpp\n+++ b/csrc/a.cpp\n@@ -1 +1,2 @@\n int a;\n+int b;   \n")
+    work = tmp_path / "work"
+    shutil.copytree(tree, work, ignore=shutil.ignore_patterns(".git"))
+    patches._git_apply(work, patch)
+    assert (work / "csrc/a.cpp").read_bytes() == b"int a;\nint b;   \n"

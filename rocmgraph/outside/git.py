@@ -10,8 +10,25 @@ from rocmgraph.outside import proc
 
 # Never prompt for credentials, speak C so messages can be matched, and give up
 # on a transfer that stalls rather than hang a build.
-_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1"}
-_CONFIG = {"http.lowSpeedLimit": "1000", "http.lowSpeedTime": "60", "advice.detachedHead": "false"}
+_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_LFS_SKIP_SMUDGE": "1",  # a file in LFS stays its pointer, with git-lfs or without
+}
+_CONFIG = {
+    "http.lowSpeedLimit": "1000",
+    "http.lowSpeedTime": "60",
+    "advice.detachedHead": "false",
+    # A tree is its commit, whatever the user's own git configuration says: no line endings
+    # converted, no attributes or hooks of theirs, patches applied as they are written.
+    # (Their other settings stay: credentials, proxies, URL rewrites only change where from.)
+    "core.autocrlf": "false",
+    "core.eol": "lf",
+    "core.attributesFile": "/dev/null",
+    "core.hooksPath": "/dev/null",
+    "apply.whitespace": "nowarn",
+}
 
 
 def git(

@@ -185,3 +185,42 @@ def test_each_stage_key_has_its_log_and_the_stage_name_links_the_latest(tmp_path
     ]  # fmt: skip
     assert (tmp_path / "vllm.log").read_text() == "4" * 64
     assert (tmp_path / "vllm.log").readlink() == Path("vllm-444444444444.log")
+
+
+class SlowFor(SlowEngine):
+    """The builds of ``slow`` take three times as long as the others'."""
+
+    def __init__(self, slow: set[str]) -> None:
+        super().__init__()
+        self.slow = slow
+
+    def build(self, job: BuildJob) -> None:
+        if job.ref in self.slow:
+            time.sleep(2)
+        super().build(job)
+
+
+def test_a_shared_stage_s_lock_goes_when_it_is_built_not_when_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    """The gfx942 run builds slim and its prune in one solve; the gfx950 run, which waits
+    for slim, builds its own prune as soon as slim is built, not once gfx942's prune is."""
+    pins = tmp_path / "pins.toml"
+    pins.write_text(PINS.read_text())
+    graph, outside = stages.graph(), Outside(cache=tmp_path / "cache", logs=tmp_path / "logs")
+    runs = {arch: Run(Options(pins=str(pins), arch=arch), graph) for arch in ("gfx942", "gfx950")}
+    engine = SlowFor({runs["gfx942"].ref("prune")})
+    for run in runs.values():
+        engine.refs.update(run.ref(name) for name in ("base", "rocm", "wheels"))
+    first = threading.Thread(
+        target=build.build_stages, args=(runs["gfx942"], engine, outside, ("slim", "prune"))
+    )
+    first.start()
+    time.sleep(0.3)  # it holds slim's lock
+    build.build_stages(runs["gfx950"], engine, outside, ("slim", "prune"))
+    first.join(30)
+    at = {ref: (start, end) for ref, start, end in engine.builds}
+    assert sorted(at) == sorted(
+        {runs["gfx942"].ref("slim"), *(r.ref("prune") for r in runs.values())}
+    )
+    assert at[runs["gfx950"].ref("prune")][0] < at[runs["gfx942"].ref("prune")][1]

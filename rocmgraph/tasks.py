@@ -746,8 +746,12 @@ class Tasks:
             try:
                 build.build_stages(run, engine, outside, todo, done=done)
             except BaseException as exc:  # each stage's task raises it
-                for future in futures.values():
-                    if not future.done():
+                for name, future in futures.items():
+                    if future.done():
+                        continue
+                    if _built_meanwhile(run, engine, name):
+                        future.set_result(False)  # another run built it: not this run's failure
+                    else:
                         future.set_exception(exc)
             for future in futures.values():
                 if not future.done():
@@ -818,6 +822,12 @@ class Tasks:
         CONSOLE.say(f"tagged {alias} = {run.ref(run.graph.final)}")
         LEDGER.final = _final(run)
         LEDGER.write(run.state_dir / "build.json", run.cache)
+
+
+def _built_meanwhile(run: Run, engine: Engine, name: str) -> bool:
+    with contextlib.suppress(GraphToolError):  # an engine that stopped answering: not known
+        return build.is_built(run, engine, name)
+    return False
 
 
 def requested(argv: list[str], graph: Graph) -> list[str]:

@@ -8,17 +8,21 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_doit
+from conftest import PINS, ROOT, run_doit
 from doit import doit_cmd
 from hypothesis import given
 from hypothesis import strategies as st
+from test_plan import SetEngine
 
 import stages
-from rocmgraph import tasks
-from rocmgraph.errors import VariableError, cut
+from rocmgraph import build, tasks
+from rocmgraph.errors import GraphToolError, VariableError, cut
+from rocmgraph.outside import Outside
+from rocmgraph.run import Options, Run
 
 
 def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
@@ -317,3 +321,28 @@ def test_the_plan_needs_no_writable_cache(tmp_path: Path) -> None:
     assert result.returncode in (0, 2), result.stderr  # 2 where no engine answers
     assert "Traceback" not in result.stderr
     assert "stages to build" in result.stdout or "built status unknown" in result.stdout
+
+
+def test_a_stage_another_run_built_is_not_failed_by_this_run_s_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gfx942 run built slim while this run waited for it; then this run's prune failed.
+    slim's task says reused, prune's the error (not slim's too)."""
+    run = Run(Options(pins=str(PINS), arch="gfx942"), stages.graph())
+    engine = SetEngine({run.ref(name) for name in ("base", "rocm", "wheels")})
+    outside = Outside(cache=tmp_path / "cache", logs=tmp_path / "logs")
+    outside.__dict__["engine"] = engine  # the seam, in memory (the engine is tested for real)
+
+    def build_stages(*args: object, done: Callable[[str, object], None], **more: object) -> None:
+        engine.refs.add(run.ref("slim"))  # built by the other run, while this one waited
+        error = GraphToolError("prune: no space left on device")
+        done("prune", error)
+        raise error
+
+    monkeypatch.setattr(build, "build_stages", build_stages)
+    monkeypatch.setattr(sys, "argv", ["doit", "build:slim", "build:prune"])
+    futures = tasks.Tasks(stages.graph(), tmp_path / ".doit.db")._start_solve(run, outside, "prune")
+    assert sorted(futures) == ["prune", "slim"]
+    assert futures["slim"].result(10) is False  # reused: built, not by this run
+    with pytest.raises(GraphToolError, match="no space left"):
+        futures["prune"].result(10)

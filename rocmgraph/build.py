@@ -130,7 +130,9 @@ def _pull(run: Run, engine: Engine, name: str) -> bool:
     label = engine.labels(cached).get(KEY_LABEL, "")
     if label == key:
         engine.tag(cached, run.ref(name))
-        LEDGER.record(name, Entry(Status.PULLED, key=run.keys[name].short))
+        known = LEDGER.entries().get(name)
+        if known is None or known.status is not Status.BUILT:  # built by another builder: so
+            LEDGER.record(name, Entry(Status.PULLED, key=run.keys[name].short))
     engine.untag(cached)  # the stage's own tag keeps the image
     if label != key:
         _warn(

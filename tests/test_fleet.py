@@ -146,6 +146,9 @@ def test_two_builders_split_the_stages_that_do_not_need_each_other(
         log = (world.pins.parent / ".build" / "logs" / f"{stage}.log").read_text()
         assert log.startswith(f"$ DOCKER_HOST={host} ")
     assert pushed(result) == to_build  # every stage went through the cache
+    # What one builder built and the other pulled as a parent stays "built" in the summary.
+    summary = dict(re.findall(r"^(\w+) +(built|pulled|reused|cached) ", result.stdout, re.M))
+    assert {summary[stage] for stage in to_build} == {"built"}, result.stdout
     # The image is tagged on the engine doit runs against (the first), pulled if B built it.
     final = str(plan["manifest"]["image"])
     assert {final, "verl-e2e:gfx942"} <= images({})

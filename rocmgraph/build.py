@@ -242,16 +242,11 @@ def build_stages(
     with contextlib.ExitStack() as held:
         # One build of a stage key at a time, among all runs that share this state directory
         # (its context folder is named by the key): a second run waits, then finds it built.
-        # Each lock goes as its stage's build ends, not with the run: a run for another arch
-        # that waits for a shared stage goes on while this one still compiles its own.
-        locks: dict[str, contextlib.ExitStack] = {}
         for name in sorted(todo):
             key = run.keys[name].short
             me = statelock.Holder.me(",".join(run.archs), f"builds {name} {key}")
             lock = run.state_dir / "locks" / f"{name}-{key}"
-            locks[name] = held.enter_context(contextlib.ExitStack())
-            locks[name].enter_context(statelock.held(lock, me, run.options.wait))
-        builds.release = lambda name: locks[name].close() if name in locks else None
+            held.enter_context(statelock.held(lock, me, run.options.wait))
         if todo:
             engine.refresh()  # another run may have built some since this one looked
         left = [name for name in todo if not is_built(run, engine, name)]
@@ -296,7 +291,6 @@ class _Builds:
         )  # fmt: skip
         self.built: set[str] = set()
         self.failed: dict[str, GraphToolError] = {}
-        self.release: Callable[[str], None] = lambda name: None  # its lock, once it ended
         # The stages whose image holds their own files alone (a source stage's /dist, prune's
         # trees): built FROM scratch, on no parent's layers.
         self.scratch: set[str] = set()
@@ -345,7 +339,6 @@ class _Builds:
                     self._built(name, logs.seconds(name), logs)
                 else:
                     errors[name], ended[name] = error, time.monotonic()
-                self.release(name)
             for name in (name for name in wave if name in errors):
                 self._failed(name, errors, logs, ended[name] - started)
         again = self._misbuilt(wave)

@@ -66,13 +66,16 @@ def sha256_file(path: Path) -> str:
 
 
 def git_modes(root: Path) -> None:
-    """Give every file under ``root`` the mode git records (0755 if any execute bit is set,
-    else 0644) and every directory 0755: what a build copies in then does not depend on the
-    umask of the machine that made it (Ubuntu's 0002 gives 0664 files, root's 0022 0644)."""
+    """Give every file under ``root`` the mode git records (0755 if its owner may execute
+    it, else 0644) and every directory 0755: what a build copies in then does not depend on
+    the umask of the machine that made it (Ubuntu's 0002 gives 0664 files, root's 0022
+    0644). A file linked in from the store keeps the store's mode (the same everywhere):
+    changing it would change the store's own file."""
     for folder, _, files in os.walk(root):  # symbolic links to folders are not followed
         Path(folder).chmod(0o755)
         for name in files:
             path = Path(folder) / name
-            mode = path.lstat().st_mode
-            if not stat.S_ISLNK(mode):  # a link's own mode means nothing
-                path.chmod(0o755 if mode & 0o111 else 0o644)
+            facts = path.lstat()
+            if stat.S_ISLNK(facts.st_mode) or facts.st_nlink > 1:
+                continue  # a link's own mode means nothing; a store file is the store's
+            path.chmod(0o755 if facts.st_mode & stat.S_IXUSR else 0o644)

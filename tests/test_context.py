@@ -13,7 +13,7 @@ from servers import commit
 from world import World, locked_run, prepare
 
 import stages
-from rocmgraph import patches
+from rocmgraph import fsutil, patches
 from rocmgraph.demo import patchimages
 from rocmgraph.errors import FetchError, PatchError
 from rocmgraph.outside import Outside, default_cache
@@ -143,3 +143,19 @@ def test_a_context_s_modes_are_git_s_whatever_the_umask(
     assert modes["src/vllm/csrc/cumem_allocator.cpp"] == 0o644
     assert {mode for path, mode in modes.items() if (dest / path).is_dir()} == {0o755}
     assert set(modes.values()) <= {0o644, 0o755}
+
+
+def test_git_modes_leave_a_store_file_linked_in_as_the_store_made_it(tmp_path: Path) -> None:
+    store, context = tmp_path / "store", tmp_path / "context"
+    store.mkdir()
+    context.mkdir()
+    private = store / "wheel.whl"
+    private.write_bytes(b"wheel")
+    private.chmod(0o600)  # as the store writes it: a private index's wheel stays private
+    os.link(private, context / "wheel.whl")
+    odd = context / "group-only-exec.sh"
+    odd.write_text("echo\n")
+    odd.chmod(0o671)
+    fsutil.git_modes(context)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert stat.S_IMODE(odd.stat().st_mode) == 0o644  # git keeps 0755 for the owner's x only

@@ -6,6 +6,7 @@ import gzip
 import http.server
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -28,12 +29,23 @@ class Route:
     hits: int = 0
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """A client that hangs up before its answer ends (a fetch that gave up, then retried)
+    is the client's business: no traceback on stderr, where tests read a run's warnings."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class _Served:
     """An HTTP server on 127.0.0.1, in a thread, for the time of a ``with`` block."""
 
     def __init__(self, handler: type[Handler]) -> None:
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _QuietServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property

@@ -358,9 +358,8 @@ class _Builds:
         run, engine, again = self.run, self.engine, []
         for name in wave:
             parent = (run.graph[name].parents or ("",))[0]
-            if name not in self.built or parent not in wave or name in self.scratch:
-                continue
-            if parent in self.failed:
+            unchecked = parent not in wave or parent in self.failed or name in self.scratch
+            if name not in self.built or unchecked:
                 continue
             if parent in again or not _shares(engine, run.ref(parent), run.ref(name)):
                 again.append(name)

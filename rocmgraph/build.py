@@ -225,7 +225,7 @@ def build_stages(
     are neither there nor in the shared cache (their inputs fetched through ``outside``), in
     as few solves as squashed stages allow; the stages built. ``done`` hears how each stage
     to build ended, as it ends; the first failure is raised once every solve that could run
-    has run."""
+    has run. A stage whose closure is not locked is refused (hermetic=1, the default)."""
     # Imported here, not above: what only a build needs (fetching, patching, locking: a
     # third of the import time) is not paid by a run that finds everything built.
     from rocmgraph.lock import check_closures, check_locked
@@ -236,7 +236,7 @@ def build_stages(
         if _cache_answers(run) and not is_cached(run, outside, name):
             _push_soon(run, engine, name)  # built before the cache was set, or a push failed
     todo = to_build(run, engine, outside, names)
-    if run.options.locked:
+    if run.options.hermetic or run.options.locked:
         check_closures(run, todo)
     builds = _Builds(run, engine, outside, where, done or (lambda name, error: None))
     with contextlib.ExitStack() as held:

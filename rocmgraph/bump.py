@@ -233,10 +233,11 @@ def bump_base(run: Run, http: Http) -> Bump:
 
 
 def rebuilds(run: Run, changes: list[Change]) -> list[str]:
-    """The stages whose keys the changes move, in build order."""
+    """The stages whose keys the changes move, in build order: their keys with the network,
+    what a closure is locked for (a stage's sealed key moves with it)."""
     after = _apply(run.pins, changes)
     moved = keys.compute(run.graph, after, run.archs, run.variables)
-    return [name for name in run.graph.order if moved[name].key != run.keys[name].key]
+    return [name for name in run.graph.order if moved[name].key != run.open_keys[name].key]
 
 
 def _apply(pins: Pins, changes: list[Change]) -> Pins:
@@ -275,7 +276,12 @@ def run_bump(
         else:
             changes += bump.changes
     if changes:
-        lines.append(f"rebuilds: {', '.join(rebuilds(run, changes)) or 'nothing'}")
+        moved = rebuilds(run, changes)
+        lines.append(f"rebuilds: {', '.join(moved) or 'nothing'}")
+        if moved and run.options.hermetic:
+            lines.append(
+                "  locks first: `doit lock closures=1` (what they fetch, for hermetic builds)"
+            )
         if dry:
             lines.append("dry run: nothing written")
         else:

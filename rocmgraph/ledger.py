@@ -148,8 +148,10 @@ class Ledger:
         busy = {Status.BUILDING, Status.BUILT, Status.PULLED, Status.FAILED}
         return any(entry.status in busy for entry in self.entries().values())
 
-    def write(self, path: Path, cache: str) -> None:
-        """``.build/build.json``: the image, and what became of each stage on the way."""
+    def write(self, path: Path, cache: str, hermetic: bool) -> None:
+        """``.build/build.json``: the image, how it was built (``hermetic``: false when
+        hermetic=0 let every stage reach the network), and what became of each stage on
+        the way."""
         stages = {
             stage: {
                 name: value
@@ -163,6 +165,7 @@ class Ledger:
             "image": final.alias if final else "",
             "key": final.key if final else "",
             "cache": cache,
+            "hermetic": hermetic,
             "not_shared": self.not_shared(),
             "stages": stages,
         }

@@ -66,16 +66,19 @@ def check_locked(pins: Pins) -> None:
 
 
 def check_closures(run: Run, names: Sequence[str]) -> None:
-    """For ``locked=1``, before any build: refuse stages to build whose key has no closure in
-    the lock file (what they fetch as they build is not locked)."""
+    """Before any build (hermetic, the default, or ``locked=1``): refuse stages to build whose
+    key has no closure in the lock file: they could only build with the network, fetching
+    what no hash pins."""
     lock = closure.load(closure.lock_path(run.options.pins))
     missing = lock.missing({name: run.open_keys[name].key for name in names})
     if missing:
         named = ", ".join(f"{name} at {run.open_keys[name].short}" for name in missing)
+        fix = f"run `doit lock closures=1` where the network allows and commit {lock.path.name}"
+        if not run.options.locked:  # for CI, the lock is the only way
+            fix += ", or build with hermetic=0 (the network on, recorded in build.json)"
         raise LockError(
             f"{lock.path} holds no closure for {named}: what they fetch as they build is not "
-            f"locked; run `doit lock closures=1` where the network allows and commit "
-            f"{lock.path.name}"
+            f"locked, so they cannot build with the network off; {fix}"
         )
 
 
@@ -206,9 +209,11 @@ def run_lock(run: Run, outside: Outside) -> Answer:
 
 def lock_closures(run: Run, outside: Outside) -> Answer:
     """`doit lock closures=1`: each stage whose key has no closure in the lock file is built
-    again with the network, every step anew, and what pip and apt report fetching becomes its
+    with the network, every step anew, and what pip and apt report fetching becomes its
     closure; every file of it is downloaded into the store and checked against its sha256.
-    The parents of those stages are built first where they are not."""
+    Stages lock in order, so each one's parents are there when it builds: a stage not built
+    yet is built so under its key (its children's lock builds stand on it), one built
+    already beside it; a locked parent is built as a build would (with the network off)."""
     from rocmgraph import build
     from rocmgraph import keys as keys_
 
@@ -216,18 +221,18 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
     path = closure.lock_path(run.options.pins)
     lock = closure.load(path)
     found = dict(lock.closures)
-    todo = [name for name in run.graph.order if (name, run.open_keys[name].key) not in found]
-    needed = {parent for name in todo for parent in run.graph[name].parents}
-    build.build_stages(run, engine, outside, [n for n in run.graph.order if n in needed])
     lines = []
     for name in run.graph.order:
         key = run.open_keys[name].key  # a closure is of the stage's build with the network
         if (name, key) in found:
             lines.append(f"{name}: locked at {key[:12]}")
             continue
-        tag = f"{run.namespace}/{name}:lock-{key[:12]}"
+        # Not locked when this run began: its key in this run is of a build with the network.
+        built = build.is_built(run, engine, name)
+        tag = f"{run.namespace}/{name}:lock-{key[:12]}" if built else run.ref(name)
         output = build.rebuild(run, engine, outside, name, tag, report=True)
-        engine.untag(tag)  # what was wanted is its output; a failed build tags nothing
+        if built:
+            engine.untag(tag)  # what was wanted is its output; a failed build tags nothing
         fetched = closure.receipts(output)
         for item in fetched:
             outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")

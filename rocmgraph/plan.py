@@ -165,17 +165,21 @@ def as_json(run: Run, plan: Plan) -> str:
 
 
 def _network(run: Run, plan: Plan) -> list[str]:
-    """How the stages to build reach the network, once closures are locked (or refused)."""
+    """How the stages to build reach the network: off from their locked closures, or refused
+    (hermetic, the default), or on for all (hermetic=0)."""
     if not run.options.hermetic:
         return ["network: on for every stage (hermetic=0)"]
     todo = [stage for stage in plan.stages if stage.status is Status.NOT_BUILT]
-    if not todo or not run.lock.closures:
+    if not todo:
         return []
     sealed = [stage.name for stage in todo if stage.hermetic]
     open_ = [stage.name for stage in todo if not stage.hermetic]
+    fix = "(doit lock closures=1, or hermetic=0)"
+    if not sealed:
+        return [f"network: off, and no closure is locked: a build refuses all {len(todo)} {fix}"]
     line = f"network: off for {len(sealed)} of {len(todo)} stages to build (closures locked)"
     if open_:
-        line += f"; on for {', '.join(open_)} (no closure locked: doit lock closures=1)"
+        line += f"; a build refuses {', '.join(open_)}: no closure locked {fix}"
     return [line]
 
 

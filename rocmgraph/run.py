@@ -42,7 +42,7 @@ class Options:
     builder: str = ""  # the buildx builder builds run on ("": the engine's own BuildKit)
     compile_cache: str = ""  # ccache's remote storage for source builds; "": [build].compile_cache
     progress: str = "auto"  # the console: auto (live in a terminal, else lines), plain, quiet
-    hermetic: bool = True  # a stage whose closure is locked builds with the network off
+    hermetic: bool = True  # network off, from locked closures (none locked: refused); False: on
 
 
 class Run:

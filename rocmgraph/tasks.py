@@ -223,7 +223,9 @@ VARIABLES: dict[str, Variable] = {
     "arch": Variable("the archs to build for, e.g. gfx942,gfx950; default [build].archs", _arch),
     "locked": Variable("1 refuses anything unlocked, for CI", flag),
     "hermetic": Variable(
-        "0 builds every stage with the network, its closure locked or not; default 1", flag
+        "0 builds every stage with the network, its closure locked or not (default 1: a stage "
+        "with no closure locked is refused)",
+        flag,
     ),
     "closures": Variable(
         "1 makes lock build each stage with the network and record what it fetched", flag
@@ -821,7 +823,7 @@ class Tasks:
         alias = build.tag_final(run, outside.engine, outside)
         CONSOLE.say(f"tagged {alias} = {run.ref(run.graph.final)}")
         LEDGER.final = _final(run)
-        LEDGER.write(run.state_dir / "build.json", run.cache)
+        LEDGER.write(run.state_dir / "build.json", run.cache, run.options.hermetic)
 
 
 def _built_meanwhile(run: Run, engine: Engine, name: str) -> bool:

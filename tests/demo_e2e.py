@@ -30,6 +30,18 @@ SITE = "/opt/venv/lib/python3.11/site-packages"
 class E2E:
     pins: Path
     profile: str = "demo"
+    hermetic: bool = False  # True: as users build, each stage from its locked closure or refused
+
+    @property
+    def where(self) -> tuple[str, ...]:
+        """The variables of every doit command on these pins: the profile, the pins, and
+        hermetic=0 where a test is of something else (it locks no closures: their builds
+        cost a minute each, and test_verify_hermetic.py has them)."""
+        return (
+            f"profile={self.profile}",
+            f"pins={self.pins}",
+            *([] if self.hermetic else ["hermetic=0"]),
+        )
 
     def edit(self, path: list[str], value: object) -> None:
         self.pins.write_text(edit_toml(self.pins.read_text(), path, value))
@@ -41,9 +53,7 @@ class E2E:
         target: str = "build:image",
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        return run_doit(
-            *doit, target, f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}", env=env
-        )
+        return run_doit(*doit, target, *self.where, f"arch={arch}", env=env)
 
     def plan(
         self,
@@ -52,7 +62,7 @@ class E2E:
         variables: tuple[str, ...] = (),
     ) -> dict[str, dict[str, object]]:
         result = run_doit(
-            "plan", f"profile={self.profile}", f"pins={self.pins}", f"arch={arch}", "format=json",
+            "plan", *self.where, f"arch={arch}", "format=json",
             *variables, env=env,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr

@@ -12,8 +12,13 @@ from conftest import ROOT, edit_toml, need, run_doit
 from servers import Registry, closed_url, commit, git
 from world import World, kernel_as_submodule
 
-from rocmgraph import fsutil, patches, pins
+import stages
+from rocmgraph import closure, fsutil, patches, pins
+from rocmgraph.bump import rebuilds
+from rocmgraph.closure import Closure, LockFile
 from rocmgraph.demo import patchimages
+from rocmgraph.pinsedit import Change
+from rocmgraph.run import Options, Run
 
 CUMEM = "docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch"
 PAD = "docker/patches/vllm/0002-moe-pad-weight-in-place.patch"
@@ -45,6 +50,7 @@ def test_bump_moves_to_the_branch_head_and_changes_only_that_value(world: World)
         "  note: [sources.vllm].version still says 0.22.1rc1: set it to the version at "
         f"{head[:12]}",
         "rebuilds: vllm, assemble, manifest",
+        "  locks first: `doit lock closures=1` (what they fetch, for hermetic builds)",
         f"wrote {world.pins}",  # not the repository's pins.toml: no docs to render
     ]
     assert world.pins_text() == before.replace(first, head)  # every comment, byte for byte
@@ -430,3 +436,19 @@ def test_a_bump_of_the_repository_pins_renders_the_docs(world: World, tmp_path: 
     check = run_doit("render", "check=1", cwd=copy, env=world.env)
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.splitlines()[-1] == "docs are fresh"
+
+
+def test_what_a_bump_rebuilds_is_the_same_with_closures_locked(tmp_path: Path) -> None:
+    """Locked closures give every stage a sealed key; a bump still names only the stages
+    whose inputs it moves, not every stage whose sealed key differs from its open one."""
+    path = tmp_path / "pins.toml"
+    path.write_text((ROOT / "pins.toml").read_text())
+    run = Run(Options(pins=str(path), arch="gfx942"), stages.graph())
+    opened = {name: key.key for name, key in run.open_keys.items()}
+    found = {(name, key): Closure(name, key, ()) for name, key in opened.items()}
+    closure.save(LockFile(closure.lock_path(path), found))
+    locked = Run(Options(pins=str(path), arch="gfx942"), stages.graph())
+    assert locked.keys["vllm"].key != opened["vllm"]  # sealed
+    old = locked.pins.sources["vllm"].commit
+    change = Change(("sources", "vllm", "commit"), old, "f" * 40)
+    assert rebuilds(locked, [change]) == ["vllm", "assemble", "manifest"]

@@ -154,10 +154,19 @@ def test_a_broken_lock_file_is_refused_with_its_entry_and_the_fix(tmp_path: Path
     )
 
 
-def test_locked_refuses_stages_to_build_without_a_closure_naming_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("locked", "escape"),
+    [
+        (False, ", or build with hermetic=0 (the network on, recorded in build.json)"),
+        (True, ""),  # for CI: the lock is the only way
+    ],
+)
+def test_a_build_refuses_stages_without_a_closure_naming_them_and_the_fix(
+    tmp_path: Path, locked: bool, escape: str
+) -> None:
     pins = tmp_path / "pins.toml"
     pins.write_text((Path(__file__).parents[1] / "pins.toml").read_text())
-    run = Run(Options(pins=str(pins), locked=True), stages.graph())
+    run = Run(Options(pins=str(pins), locked=locked), stages.graph())
     base, rocm = run.open_keys["base"], run.open_keys["rocm"]
     closure.save(
         LockFile(closure.lock_path(pins), {("base", base.key): Closure("base", base.key, ())})
@@ -167,8 +176,8 @@ def test_locked_refuses_stages_to_build_without_a_closure_naming_them(tmp_path: 
         check_closures(run, ["base", "rocm"])
     assert str(raised.value) == (
         f"{tmp_path}/pins.lock.toml holds no closure for rocm at {rocm.short}: what they fetch "
-        "as they build is not locked; run `doit lock closures=1` where the network allows and "
-        "commit pins.lock.toml"
+        "as they build is not locked, so they cannot build with the network off; run `doit "
+        f"lock closures=1` where the network allows and commit pins.lock.toml{escape}"
     )
 
 

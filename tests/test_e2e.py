@@ -249,9 +249,7 @@ def test_a_secret_package_index_never_reaches_a_layer(e2e: E2E, tmp_path: Path) 
     secret.pins.write_text(e2e.pins.read_text())
     secret.edit(["image", "name"], "verl-secret")
     empty_namespace("verl-secret")
-    result = run_doit(
-        "build:base", "profile=demo", f"pins={secret.pins}", env={"NETRC": str(netrc)}
-    )
+    result = run_doit("build:base", *secret.where, env={"NETRC": str(netrc)})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     assert token not in result.stdout + result.stderr
     (image,) = docker(
@@ -375,8 +373,8 @@ def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2
     e2e.edit(["build", "max_jobs"], 3 + int(time.time()) % 997)
     before = image_ids()
     process = subprocess.Popen(
-        [sys.executable, "-m", "doit", "-n", "2", "build:image", f"profile={e2e.profile}",
-         f"pins={e2e.pins}", "arch=gfx942", "progress=plain"],
+        [sys.executable, "-m", "doit", "-n", "2", "build:image", *e2e.where, "arch=gfx942",
+         "progress=plain"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # SIGINT to doit alone (a terminal's Ctrl-C reaches its group)
     )  # fmt: skip
@@ -409,8 +407,7 @@ def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2
 
 def test_two_runs_at_once_take_turns_and_both_end_well(e2e: E2E) -> None:
     e2e.edit(["build", "max_jobs"], 3 + int(time.time()) % 997)  # the source stages build
-    argv = [sys.executable, "-m", "doit", "build:image", f"profile={e2e.profile}",
-            f"pins={e2e.pins}", "arch=gfx942"]  # fmt: skip
+    argv = [sys.executable, "-m", "doit", "build:image", *e2e.where, "arch=gfx942"]
     first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)  # fmt: skip
     building, lines = threading.Event(), []
@@ -487,8 +484,8 @@ def in_terminal(argv: list[str], columns: int = 120) -> tuple[int, str]:
 
 def test_a_terminal_gets_a_live_view_then_the_summary(e2e: E2E) -> None:
     code, screen = in_terminal(
-        [sys.executable, "-m", "doit", "build:image", f"profile={e2e.profile}",
-         f"pins={e2e.pins}", "arch=gfx942", f"commit_tag=live-{time.time_ns()}"]
+        [sys.executable, "-m", "doit", "build:image", *e2e.where, "arch=gfx942",
+         f"commit_tag=live-{time.time_ns()}"]
     )  # fmt: skip
     assert code == 0, screen[-3000:]
     frames = screen.split("\x1b[2K")  # the view redraws by clearing its lines

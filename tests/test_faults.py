@@ -38,8 +38,7 @@ def killed(world: E2E, marker: str, group: bool, *variables: str, cache: Path | 
     if cache is not None:
         env["VERL_GRAPH_CACHE"] = str(cache)
     process = subprocess.Popen(
-        [sys.executable, "-m", "doit", "build:image", f"profile={world.profile}",
-         f"pins={world.pins}", "arch=gfx942", *variables],
+        [sys.executable, "-m", "doit", "build:image", *world.where, "arch=gfx942", *variables],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip

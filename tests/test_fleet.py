@@ -223,8 +223,8 @@ def test_a_registry_that_stops_mid_build_costs_one_warning(tmp_path: Path) -> No
     cache = f"127.0.0.1:{PORT + 2}/stops"
     world = copy_of_demo(tmp_path / "world")
     resume, out, err = tmp_path / "resume", tmp_path / "out", tmp_path / "err"
-    argv = [sys.executable, "-m", "doit", "build:image", "profile=demo", f"pins={world.pins}",
-            "arch=gfx942", f"cache={cache}", f"commit_tag=stops-{time.time_ns()}"]  # fmt: skip
+    argv = [sys.executable, "-m", "doit", "build:image", *world.where, "arch=gfx942",
+            f"cache={cache}", f"commit_tag=stops-{time.time_ns()}"]  # fmt: skip
     env = {**os.environ, failpoints.ENV: "tagged", failpoints.RESUME_ENV: str(resume)}
     with out.open("w") as stdout, err.open("w") as stderr:
         run = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=stdout, stderr=stderr)

@@ -207,9 +207,11 @@ def test_plan_text_is_a_table_with_the_reasons(
         f"rocm                {rocm_key}  -     not built  ?                  never built; "
         "verify only: the base image provides it"
     )
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         "14 stages: 1 built, 13 to build",
         "13 stages to build: ~0 s of work, ~0 s on 2 builders (13 without an estimate)",
+        "network: off, and no closure is locked: a build refuses all 13 "
+        "(doit lock closures=1, or hermetic=0)",
     ]
 
 
@@ -235,9 +237,11 @@ def test_plan_prices_the_build_from_records_then_reference_figures(
     # vLLM and SGLang side by side; prune beside vLLM once SGLang is done; then the rest.
     assert (plan.total.work, plan.total.wall) == (5400.0, 3600.0)
     text = as_text(run, plan).splitlines()
-    assert text[-2:] == [
+    assert text[-3:] == [
         "5 stages to build: ~1 h 30 min of work, ~1 h 00 min on 2 builders "
         "(2 recorded, 1 reference figure of the real image, 2 without an estimate)",
+        "network: off, and no closure is locked: a build refuses all 5 "
+        "(doit lock closures=1, or hermetic=0)",
         "(ref): the real image's build time, as cited in docker/durations.toml",
     ]
     vllm = next(line for line in text if line.startswith("vllm "))

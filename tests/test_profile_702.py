@@ -228,6 +228,7 @@ def test_bump_vllm_moves_to_the_head_says_what_rebuilds_and_names_the_empty_vers
         "  note: [sources.vllm].version is empty, and its build needs it: set it to the "
         f"version at {head[:12]}",
         "rebuilds: vllm, assemble, manifest",
+        "  locks first: `doit lock closures=1` (what they fetch, for hermetic builds)",
         f"wrote {world.pins}",
     ]
     assert world.pins_text() == before.replace(first, head)

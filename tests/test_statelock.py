@@ -121,11 +121,11 @@ def _build_at_once(tmp_path: Path, engine: SlowEngine, *jobs: tuple[str, str]) -
     graph, outside = stages.graph(), Outside(cache=tmp_path / "cache", logs=tmp_path / "logs")
     done: dict[int, bool] = {}
     for arch, stage in jobs:  # what the stages build on is built
-        run = Run(Options(pins=str(pins), arch=arch), graph)
+        run = Run(Options(pins=str(pins), arch=arch, hermetic=False), graph)
         engine.refs.update(run.ref(parent) for parent in run.graph.ancestors(stage))
 
     def one(index: int, arch: str, stage: str) -> None:
-        run = Run(Options(pins=str(pins), arch=arch), graph)
+        run = Run(Options(pins=str(pins), arch=arch, hermetic=False), graph)
         done[index] = build.build_stage(run, engine, outside, stage)
 
     threads = [threading.Thread(target=one, args=(index, *job)) for index, job in enumerate(jobs)]

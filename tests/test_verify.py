@@ -110,8 +110,7 @@ def test_a_stage_solved_with_its_parent_is_built_on_the_parent_s_image(tmp_path:
     plan = world.plan()
     refs = {stage: f"verl-e2e/{stage}:{plan[stage]['key']}" for stage in ("slim", "verl")}
     docker("image", "rm", *refs.values())
-    result = run_doit("build:verl", f"profile={world.profile}", f"pins={world.pins}",
-                      "arch=gfx942")  # fmt: skip
+    result = run_doit("build:verl", *world.where, "arch=gfx942")
     assert result.returncode == 0, result.stdout + result.stderr
     layers = {
         stage: json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", ref))

@@ -1,7 +1,7 @@
-"""Hermetic builds on the demo, end to end: `doit lock closures=1` (each stage built again
-with the network, what pip and apt fetched recorded by sha256), `doit audit image=`,
-`locked=1` refusing a stage whose closure is not locked, and a build with the network off and
-no package index at all, file for file the same.
+"""Hermetic builds on the demo, end to end: a build refusing stages whose closure is not
+locked (the default) and `hermetic=0` recorded, `doit lock closures=1` (each stage built with
+the network, what pip and apt fetched recorded by sha256), `doit audit image=`, `locked=1`,
+and a build with the network off and no package index at all, file for file the same.
 
 Named to run after every other Docker suite: its rebuilds without cache leave BuildKit two
 results of some steps, which a later cold build would build past (test_verify.py)."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_doit
-from demo_e2e import E2E, copy_of_demo, docker, manifest_file
+from demo_e2e import E2E, copy_of_demo, docker, labels, manifest_file
 
 import stages
 from rocmgraph import closure, filetree
@@ -31,8 +31,23 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     tmp_path: Path,
 ) -> None:
     world = copy_of_demo(tmp_path, name="verl-sealed")  # images of its own: removed at the end
-    assert world.build().returncode == 0
-    opened = keys_of(world)  # no closure locked: every stage built with the network
+    world.hermetic = True  # as users build: hermetic=1 unless said
+    opened = keys_of(world)  # no closure locked: every stage's key is of a build with the network
+    refused = world.build()
+    assert refused.returncode == 1
+    named = ", ".join(f"{name} at {key[:12]}" for name, key in opened.items())
+    assert refused.stderr.splitlines()[-1] == (
+        f"error: {tmp_path}/pins.lock.toml holds no closure for {named}: what they fetch as "
+        "they build is not locked, so they cannot build with the network off; run `doit lock "
+        "closures=1` where the network allows and commit pins.lock.toml, or build with "
+        "hermetic=0 (the network on, recorded in build.json)"
+    )
+    assert "built " not in refused.stdout
+
+    assert world.build("gfx942", "hermetic=0").returncode == 0  # the escape hatch, recorded
+    report = json.loads((tmp_path / ".build" / "build.json").read_text())
+    assert report["hermetic"] is False
+    assert {entry["network"] for entry in report["stages"].values()} == {"on"}
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
     audit = ("audit", *where, "image=verl-sealed:gfx942")
     before = run_doit(*audit)
@@ -65,6 +80,8 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     try:
         locked_refuses_a_stage_without_a_closure(world, tmp_path)
         a_cold_build_with_no_index_and_no_network(world, tmp_path, opened, sealed)
+        a_stage_not_built_is_locked_under_its_key(world, tmp_path)
+        a_closure_that_lacks_a_file_fails_the_build_naming_it(world, tmp_path, opened)
     finally:
         listed = (
             "images",
@@ -117,8 +134,8 @@ def locked_refuses_a_stage_without_a_closure(world: E2E, tmp_path: Path) -> None
     named = ", ".join(f"{name} at {moved[name]}" for name in ("verl", "assemble", "manifest"))
     assert refused.stderr.splitlines()[-1] == (
         f"error: {tmp_path}/pins.lock.toml holds no closure for {named}: what they fetch as "
-        "they build is not locked; run `doit lock closures=1` where the network allows and "
-        "commit pins.lock.toml"
+        "they build is not locked, so they cannot build with the network off; run `doit lock "
+        "closures=1` where the network allows and commit pins.lock.toml"
     )
     assert "built " not in refused.stdout
     world.edit(["python", "stack", "megatron-core"], "0.18.0")
@@ -148,6 +165,7 @@ def a_cold_build_with_no_index_and_no_network(
     report = json.loads((tmp_path / ".build" / "build.json").read_text())
     networks = {name: entry["network"] for name, entry in report["stages"].items()}
     assert networks == dict.fromkeys(sealed, "off")
+    assert report["hermetic"] is True
     engine = DockerEngine.connect(tmp_path / "logs")
     for name, key in sealed.items():
         ref = f"verl-sealed/{name}:{key}"
@@ -169,7 +187,35 @@ def a_cold_build_with_no_index_and_no_network(
     assert len(argvs) == len(sealed)
     assert all("--network none" in argv for argv in argvs)
 
-    # A closure that lacks a file its stage needs: the build fails at once, naming it.
+
+def a_stage_not_built_is_locked_under_its_key(world: E2E, tmp_path: Path) -> None:
+    """Another commit_tag moves the manifest's key alone: the lock builds it with the network
+    under the key a build with the network gives it (what a child's lock would stand on),
+    then a build builds it again, sealed."""
+    tag = "commit_tag=lock-test"
+    network_key = keys_of(world, tag)["manifest"]  # no closure yet: with the network, on its
+    open_key = keys_of(world, tag, "hermetic=0")["manifest"]  # sealed parent; locked for this
+    where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942", tag)
+    locked = run_doit("lock", *where, "closures=1")
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    lines = [line for line in locked.stdout.splitlines() if line.startswith("manifest: ")]
+    assert lines == [f"manifest: locked at {open_key[:12]} (0 python, 0 apt files)"]
+    ref = f"verl-sealed/manifest:{network_key}"
+    assert docker("image", "inspect", "--format", "{{.Id}}", ref).strip()
+    assert labels(ref)["org.verl-rocm-graph.hermetic"] == "false"
+    sealed = keys_of(world, tag)["manifest"]
+    assert sealed not in (network_key, open_key)
+    built = world.build("gfx942", tag)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert labels(f"verl-sealed/manifest:{sealed}")["org.verl-rocm-graph.hermetic"] == "true"
+
+
+def a_closure_that_lacks_a_file_fails_the_build_naming_it(
+    world: E2E, tmp_path: Path, opened: dict[str, str]
+) -> None:
+    """A closure that lacks a file its stage needs: the build fails at once, naming it."""
+    path = tmp_path / "pins.lock.toml"
+    lock = closure.load(path)
     verl = lock.closures["verl", opened["verl"]]
     kept = tuple(item for item in verl.files if item.name != "megatron-core")
     closures = {**lock.closures, ("verl", verl.key): closure.Closure("verl", verl.key, kept)}

@@ -208,7 +208,8 @@ HEADER = """\
 # What each stage fetched from the network when it was built, every file by sha256.
 # Written by `doit lock closures=1` (it builds each stage with the network, every step
 # anew, and reads what pip and apt report); one closure per key of a stage: a closure
-# holds for the inputs it was built from. `locked=1` refuses a stage without one.
+# holds for the inputs it was built from. A build refuses a stage without one (hermetic=0
+# builds it with the network).
 """
 
 

@@ -10,13 +10,14 @@ fails when anything is still unlocked, for CI.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocmgraph import closure
-from rocmgraph.errors import Answer, FetchError, LockError
+from rocmgraph.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.outside import Outside, apt, pypi, registry
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.sources import SourceCache
@@ -66,20 +67,29 @@ def check_locked(pins: Pins) -> None:
 
 
 def check_closures(run: Run, names: Sequence[str]) -> None:
-    """Before any build (hermetic, the default, or ``locked=1``): refuse stages to build whose
-    key has no closure in the lock file: they could only build with the network, fetching
-    what no hash pins."""
-    lock = closure.load(closure.lock_path(run.options.pins))
-    missing = lock.missing({name: run.open_keys[name].key for name in names})
+    """hermetic=1 (the default) or ``locked=1``: refuse ``names`` if any has no closure in the
+    lock file this run read (its keys are of that file). Built or not: a stage with none
+    could only have been built with the network."""
+    missing = run.lock.missing({name: run.open_keys[name].key for name in names})
     if missing:
         named = ", ".join(f"{name} at {run.open_keys[name].short}" for name in missing)
-        fix = f"run `doit lock closures=1` where the network allows and commit {lock.path.name}"
-        if not run.options.locked:  # for CI, the lock is the only way
-            fix += ", or build with hermetic=0 (the network on, recorded in build.json)"
-        raise LockError(
-            f"{lock.path} holds no closure for {named}: what they fetch as they build is not "
-            f"locked, so they cannot build with the network off; {fix}"
+        why = (
+            "so they cannot build with the network off"
+            if run.options.hermetic
+            else "and locked=1 refuses what is not locked"
         )
+        raise LockError(
+            f"{run.lock.path} holds no closure for {named}: what they fetch as they build is "
+            f"not locked, {why}; {closure_fix(run)}"
+        )
+
+
+def closure_fix(run: Run) -> str:
+    """What to do about a stage with no closure: lock it, or (not for CI) build open."""
+    fix = f"run `doit lock closures=1` where the network allows and commit {run.lock.path.name}"
+    if not run.options.locked and run.options.hermetic:
+        fix += ", or build with hermetic=0 (the network on, as the images' labels record)"
+    return fix
 
 
 def resolve(run: Run, outside: Outside) -> Result:
@@ -212,8 +222,8 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
     with the network, every step anew, and what pip and apt report fetching becomes its
     closure; every file of it is downloaded into the store and checked against its sha256.
     Stages lock in order, so each one's parents are there when it builds: a stage not built
-    yet is built so under its key (its children's lock builds stand on it), one built
-    already beside it; a locked parent is built as a build would (with the network off)."""
+    yet is tagged with that build under its key once its closure is locked (its children's
+    lock builds stand on it); a locked parent is built as a build would (network off)."""
     from rocmgraph import build
     from rocmgraph import keys as keys_
 
@@ -227,17 +237,21 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
         if (name, key) in found:
             lines.append(f"{name}: locked at {key[:12]}")
             continue
-        # Not locked when this run began: its key in this run is of a build with the network.
-        built = build.is_built(run, engine, name)
-        tag = f"{run.namespace}/{name}:lock-{key[:12]}" if built else run.ref(name)
-        output = build.rebuild(run, engine, outside, name, tag, report=True)
-        if built:
-            engine.untag(tag)  # what was wanted is its output; a failed build tags nothing
-        fetched = closure.receipts(output)
-        for item in fetched:
-            outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
-        found[(name, key)] = closure.Closure(name, key, fetched)
-        closure.save(closure.LockFile(path, found))  # a later failure keeps what is locked
+        tag = f"{run.namespace}/{name}:lock-{key[:12]}"
+        try:
+            output = build.rebuild(run, engine, outside, name, tag, report=True)
+            fetched = closure.receipts(output)
+            for item in fetched:
+                outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
+            found[(name, key)] = closure.Closure(name, key, fetched)
+            closure.save(closure.LockFile(path, found))  # a later failure keeps what is locked
+            # Not locked when this run began, its key here is of a build with the network:
+            # the image is that build, which its children's lock builds stand on.
+            if not build.is_built(run, engine, name):
+                engine.tag(tag, run.ref(name))
+        finally:
+            with contextlib.suppress(GraphToolError):  # a failed build tagged nothing
+                engine.untag(tag)
         lines.append(_closure_line(name, key, fetched))
     # What the lock keeps: the closures of the keys the pins give now, for this run's archs,
     # each one arch of [build].archs and all of them; older keys' closures go.

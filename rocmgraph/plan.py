@@ -165,22 +165,22 @@ def as_json(run: Run, plan: Plan) -> str:
 
 
 def _network(run: Run, plan: Plan) -> list[str]:
-    """How the stages to build reach the network: off from their locked closures, or refused
-    (hermetic, the default), or on for all (hermetic=0)."""
+    """How the stages reach the network: off from their locked closures (hermetic, the
+    default), on for all (hermetic=0); and which stages a build refuses, built or not, for
+    having no closure locked (hermetic, or locked=1)."""
+    names = [stage.name for stage in plan.stages]
+    missing = run.lock.missing({name: run.open_keys[name].key for name in names})
+    fix = "doit lock closures=1" + ("" if run.options.locked else ", or hermetic=0")
+    refused = f"all {len(names)} stages" if len(missing) == len(names) else ", ".join(missing)
     if not run.options.hermetic:
-        return ["network: on for every stage (hermetic=0)"]
+        line = "network: on for every stage (hermetic=0)"
+        if run.options.locked and missing:
+            line += f"; locked=1 refuses {refused}: no closure locked (doit lock closures=1)"
+        return [line]
+    if missing:
+        return [f"network: off; a build refuses {refused}: no closure locked ({fix})"]
     todo = [stage for stage in plan.stages if stage.status is Status.NOT_BUILT]
-    if not todo:
-        return []
-    sealed = [stage.name for stage in todo if stage.hermetic]
-    open_ = [stage.name for stage in todo if not stage.hermetic]
-    fix = "(doit lock closures=1, or hermetic=0)"
-    if not sealed:
-        return [f"network: off, and no closure is locked: a build refuses all {len(todo)} {fix}"]
-    line = f"network: off for {len(sealed)} of {len(todo)} stages to build (closures locked)"
-    if open_:
-        line += f"; a build refuses {', '.join(open_)}: no closure locked {fix}"
-    return [line]
+    return [f"network: off for all {len(todo)} stages to build (closures locked)"] if todo else []
 
 
 def as_text(run: Run, plan: Plan) -> str:

@@ -665,6 +665,8 @@ class Tasks:
             try:
                 if stage not in run.graph.stages:
                     return True  # a stage the profile leaves out has nothing to build
+                if self._unlocked(run, stage):
+                    return False  # its action refuses it, with what to do
                 if self._solve is not None and stage in self._solve:
                     return False  # its task says how the run's solve built it
                 if options not in self._asked:  # every stage's image, asked together
@@ -687,10 +689,29 @@ class Tasks:
 
         return uptodate
 
+    @staticmethod
+    def _unlocked(run: Run, stage: str) -> list[str]:
+        """Hermetic (the default) or locked=1: the stages this command needs, built or not,
+        that have no closure locked (one built without could only have had the network).
+        Asked of the targets on the command line, so that a run refuses before any build."""
+        if not (run.options.hermetic or run.options.locked):
+            return []
+        targets = [stage, *requested(sys.argv[1:], run.graph)]
+        needed = {name for target in targets for name in (target, *run.graph.ancestors(target))}
+        return run.lock.missing({name: run.open_keys[name].key for name in needed})
+
+    def _refuse_unlocked(self, run: Run, stage: str) -> None:
+        missing = self._unlocked(run, stage)
+        if missing:
+            from rocmgraph.lock import check_closures  # a no-op does not import the lock
+
+            check_closures(run, [name for name in run.graph.order if name in missing])
+
     def _build(self, options: Options, stage: str) -> None:
         run, outside = self.run(options), self.outside(options)
         if stage not in run.graph.stages or self.interrupted:
             return
+        self._refuse_unlocked(run, stage)
         self._watch(run, outside)
         started = time.monotonic()
         builder = ""
@@ -818,12 +839,14 @@ class Tasks:
 
     def _tag_final(self, options: Options) -> None:
         run = self.run(options)
+        self._refuse_unlocked(run, run.graph.final)
         outside = self.outside(options)
         self._watch(run, outside)
         alias = build.tag_final(run, outside.engine, outside)
         CONSOLE.say(f"tagged {alias} = {run.ref(run.graph.final)}")
         LEDGER.final = _final(run)
-        LEDGER.write(run.state_dir / "build.json", run.cache, run.options.hermetic)
+        sealed = all(run.sealed(name) is not None for name in run.graph.order)
+        LEDGER.write(run.state_dir / "build.json", run.cache, sealed)
 
 
 def _built_meanwhile(run: Run, engine: Engine, name: str) -> bool:

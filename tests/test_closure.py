@@ -157,7 +157,7 @@ def test_a_broken_lock_file_is_refused_with_its_entry_and_the_fix(tmp_path: Path
 @pytest.mark.parametrize(
     ("locked", "escape"),
     [
-        (False, ", or build with hermetic=0 (the network on, recorded in build.json)"),
+        (False, ", or build with hermetic=0 (the network on, as the images' labels record)"),
         (True, ""),  # for CI: the lock is the only way
     ],
 )

@@ -210,7 +210,7 @@ def test_plan_text_is_a_table_with_the_reasons(
     assert lines[-3:] == [
         "14 stages: 1 built, 13 to build",
         "13 stages to build: ~0 s of work, ~0 s on 2 builders (13 without an estimate)",
-        "network: off, and no closure is locked: a build refuses all 13 "
+        "network: off; a build refuses all 14 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
     ]
 
@@ -240,7 +240,7 @@ def test_plan_prices_the_build_from_records_then_reference_figures(
     assert text[-3:] == [
         "5 stages to build: ~1 h 30 min of work, ~1 h 00 min on 2 builders "
         "(2 recorded, 1 reference figure of the real image, 2 without an estimate)",
-        "network: off, and no closure is locked: a build refuses all 5 "
+        "network: off; a build refuses all 14 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
         "(ref): the real image's build time, as cited in docker/durations.toml",
     ]

@@ -40,7 +40,7 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
         f"error: {tmp_path}/pins.lock.toml holds no closure for {named}: what they fetch as "
         "they build is not locked, so they cannot build with the network off; run `doit lock "
         "closures=1` where the network allows and commit pins.lock.toml, or build with "
-        "hermetic=0 (the network on, recorded in build.json)"
+        "hermetic=0 (the network on, as the images' labels record)"
     )
     assert "built " not in refused.stdout
 
@@ -48,6 +48,10 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     report = json.loads((tmp_path / ".build" / "build.json").read_text())
     assert report["hermetic"] is False
     assert {entry["network"] for entry in report["stages"].values()} == {"on"}
+    # Built with the network, the images are not reused by a hermetic build: refused alike.
+    again = world.build()
+    assert again.returncode == 1
+    assert again.stderr.splitlines()[-1] == refused.stderr.splitlines()[-1]
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
     audit = ("audit", *where, "image=verl-sealed:gfx942")
     before = run_doit(*audit)
@@ -151,7 +155,7 @@ def a_cold_build_with_no_index_and_no_network(
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
     planned = run_doit("plan", *where)
     assert planned.stdout.splitlines()[-1] == (
-        f"network: off for {len(sealed)} of {len(sealed)} stages to build (closures locked)"
+        f"network: off for all {len(sealed)} stages to build (closures locked)"
     )
     assert "its closure is locked: it builds with the network off" in planned.stdout
     escape = run_doit("plan", *where, "hermetic=0")  # the images built with the network

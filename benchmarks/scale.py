@@ -86,7 +86,8 @@ def main() -> None:
         subprocess.run([DOCKER, "tag", source, ref], check=True)
     try:
         rows = []
-        for name, command in (("plan", ["plan"]), ("no-op build", ["build:image"])):
+        # hermetic=0: the stand-in images have no closures (a hermetic run would refuse them)
+        for name, command in (("plan", ["plan"]), ("no-op build", ["build:image", "hermetic=0"])):
             doit(*command, size=args.stages)  # first: writes .doit.db, compiles templates
             times = []
             for _ in range(args.runs):
@@ -95,7 +96,7 @@ def main() -> None:
                     raise SystemExit(result.stdout[-2000:] + result.stderr[-2000:])
                 times.append(seconds)
             rows.append((name, statistics.median(times)))
-            if command == ["build:image"] and re.search(r"^\.  build:", result.stdout, re.M):
+            if command[0] == "build:image" and re.search(r"^\.  build:", result.stdout, re.M):
                 raise SystemExit(f"not a no-op: {result.stdout[-2000:]}")
     finally:
         subprocess.run([DOCKER, "image", "rm", *refs], capture_output=True, check=False)

@@ -70,7 +70,7 @@ def check_closures(run: Run, names: Sequence[str]) -> None:
     """hermetic=1 (the default) or ``locked=1``: refuse ``names`` if any has no closure in the
     lock file this run read (its keys are of that file). Built or not: a stage with none
     could only have been built with the network."""
-    missing = run.lock.missing({name: run.open_keys[name].key for name in names})
+    missing = [name for name in names if name in run.unlocked]
     if missing:
         named = ", ".join(f"{name} at {run.open_keys[name].short}" for name in missing)
         why = (

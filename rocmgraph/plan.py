@@ -169,7 +169,7 @@ def _network(run: Run, plan: Plan) -> list[str]:
     default), on for all (hermetic=0); and which stages a build refuses, built or not, for
     having no closure locked (hermetic, or locked=1)."""
     names = [stage.name for stage in plan.stages]
-    missing = run.lock.missing({name: run.open_keys[name].key for name in names})
+    missing = [name for name in names if name in run.unlocked]
     fix = "doit lock closures=1" + ("" if run.options.locked else ", or hermetic=0")
     refused = f"all {len(names)} stages" if len(missing) == len(names) else ", ".join(missing)
     if not run.options.hermetic:

@@ -96,6 +96,11 @@ class Run:
         """The closures locked beside the pins file (rocmgraph/closure.py)."""
         return closure.load(closure.lock_path(self.options.pins))
 
+    @functools.cached_property
+    def unlocked(self) -> frozenset[str]:
+        """The stages the lock file holds no closure for (at their keys with the network)."""
+        return frozenset(self.lock.missing({n: k.key for n, k in self.open_keys.items()}))
+
     def sealed(self, stage: str) -> closure.Closure | None:
         """The closure stage ``stage`` builds from with the network off: its key's, if the
         lock holds one, unless ``hermetic=0``."""

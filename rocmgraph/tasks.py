@@ -693,25 +693,23 @@ class Tasks:
     def _unlocked(run: Run, stage: str) -> list[str]:
         """Hermetic (the default) or locked=1: the stages this command needs, built or not,
         that have no closure locked (one built without could only have had the network).
-        Asked of the targets on the command line, so that a run refuses before any build."""
-        if not (run.options.hermetic or run.options.locked):
+        Asked of the targets on the command line too, so that a run refuses before any
+        build. With every closure locked (or hermetic=0) it costs nothing more."""
+        if not (run.options.hermetic or run.options.locked) or not run.unlocked:
             return []
         targets = [stage, *requested(sys.argv[1:], run.graph)]
         needed = {name for target in targets for name in (target, *run.graph.ancestors(target))}
-        return run.lock.missing({name: run.open_keys[name].key for name in needed})
-
-    def _refuse_unlocked(self, run: Run, stage: str) -> None:
-        missing = self._unlocked(run, stage)
-        if missing:
-            from rocmgraph.lock import check_closures  # a no-op does not import the lock
-
-            check_closures(run, [name for name in run.graph.order if name in missing])
+        return [name for name in run.graph.order if name in needed and name in run.unlocked]
 
     def _build(self, options: Options, stage: str) -> None:
         run, outside = self.run(options), self.outside(options)
         if stage not in run.graph.stages or self.interrupted:
             return
-        self._refuse_unlocked(run, stage)
+        missing = self._unlocked(run, stage)
+        if missing:
+            from rocmgraph.lock import check_closures  # a no-op does not import the lock
+
+            check_closures(run, missing)
         self._watch(run, outside)
         started = time.monotonic()
         builder = ""
@@ -839,7 +837,6 @@ class Tasks:
 
     def _tag_final(self, options: Options) -> None:
         run = self.run(options)
-        self._refuse_unlocked(run, run.graph.final)
         outside = self.outside(options)
         self._watch(run, outside)
         alias = build.tag_final(run, outside.engine, outside)

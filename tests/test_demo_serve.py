@@ -70,17 +70,22 @@ def test_a_registry_left_by_a_dead_run_is_stopped_by_the_next_start(tmp_path: Pa
 def test_a_registry_a_live_run_holds_is_named_and_left_alone(tmp_path: Path) -> None:
     need("docker-registry")
     port = free_port()
-    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    script = "print('up', flush=True); import time; time.sleep(60)"
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
+        # Popen returns while the kernel may still be setting up the new program, whose
+        # command line reads empty until then: wait until it runs.
+        assert owner.stdout is not None
+        assert owner.stdout.readline() == b"up\n"
         (tmp_path / "registry.pid").write_text(f"{owner.pid + 100000} {owner.pid}\n")
         with pytest.raises(EngineError) as caught:
             Registry(tmp_path, port)
         assert str(caught.value) == (
             f"demo: the registry on 127.0.0.1:{port} belongs to a demo build that is still "
-            f"running (pid {owner.pid}: {sys.executable} -c import time; time.sleep(60)); "
+            f"running (pid {owner.pid}: {sys.executable} -c {script}); "
             "wait for it to end"
         )
         assert (tmp_path / "registry.pid").exists()
     finally:
         owner.kill()
-        owner.wait()
+        owner.communicate()  # and its pipe closed

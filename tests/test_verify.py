@@ -82,7 +82,13 @@ def test_the_image_the_pins_built_verifies_and_a_changed_one_does_not(tmp_path: 
 
 @pytest.mark.docker
 @pytest.mark.usefixtures("e2e")
-def test_every_stage_of_the_demo_rebuilds_to_the_same_files(tmp_path: Path) -> None:
+def test_every_stage_rebuilds_to_the_same_files_and_a_child_still_ships_on_its_parent(
+    tmp_path: Path,
+) -> None:
+    """Every stage verifies identical. The rebuilds without cache leave BuildKit two results
+    of slim's steps; the two builds of one solve of slim and verl may then take one each.
+    verl must still ship on slim's image: built again on it, said in one warning, when they
+    differ."""
     world = copy_of_demo(tmp_path)
     assert world.build().returncode == 0
     said = {}
@@ -95,18 +101,6 @@ def test_every_stage_of_the_demo_rebuilds_to_the_same_files(tmp_path: Path) -> N
         for stage in stages.graph().order
     }
 
-
-@pytest.mark.docker
-@pytest.mark.usefixtures("e2e")
-def test_a_stage_solved_with_its_parent_is_built_on_the_parent_s_image(tmp_path: Path) -> None:
-    """A rebuild without cache leaves BuildKit two results of slim's steps; the two builds of
-    one solve of slim and verl may then take one each. verl must still ship on slim's
-    image: built again on it, said in one warning, when they differ."""
-    world = copy_of_demo(tmp_path)
-    assert world.build().returncode == 0
-    checked = run_doit("verify", f"profile={world.profile}", f"pins={world.pins}",
-                       "arch=gfx942", "stage=slim")  # fmt: skip
-    assert checked.returncode == 0, checked.stdout + checked.stderr
     plan = world.plan()
     refs = {stage: f"verl-e2e/{stage}:{plan[stage]['key']}" for stage in ("slim", "verl")}
     docker("image", "rm", *refs.values())

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph import closure
+from rocmgraph import closure, records
 from rocmgraph.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.outside import Outside, apt, pypi, registry
 from rocmgraph.outside.http import Http
@@ -223,7 +224,8 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
     closure; every file of it is downloaded into the store and checked against its sha256.
     Stages lock in order, so each one's parents are there when it builds: a stage not built
     yet is tagged with that build under its key once its closure is locked (its children's
-    lock builds stand on it); a locked parent is built as a build would (network off)."""
+    lock builds stand on it), and its record written as a build's is (what a plan says of
+    it and costs); a locked parent is built as a build would (network off)."""
     from rocmgraph import build
     from rocmgraph import keys as keys_
 
@@ -238,8 +240,10 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
             lines.append(f"{name}: locked at {key[:12]}")
             continue
         tag = f"{run.namespace}/{name}:lock-{key[:12]}"
+        started = time.monotonic()
         try:
             output = build.rebuild(run, engine, outside, name, tag, report=True)
+            seconds = time.monotonic() - started
             fetched = closure.receipts(output)
             for item in fetched:
                 outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
@@ -249,6 +253,9 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
             # the image is that build, which its children's lock builds stand on.
             if not build.is_built(run, engine, name):
                 engine.tag(tag, run.ref(name))
+                # and its record, as a build writes one: what the plan says of it and costs
+                stage_key = run.keys[name]
+                records.save(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
         finally:
             with contextlib.suppress(GraphToolError):  # a failed build tagged nothing
                 engine.untag(tag)

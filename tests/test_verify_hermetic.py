@@ -18,7 +18,7 @@ from conftest import run_doit
 from demo_e2e import E2E, copy_of_demo, docker, labels, manifest_file
 
 import stages
-from rocmgraph import closure, filetree
+from rocmgraph import closure, filetree, records
 from rocmgraph.fsutil import sha256_file
 from rocmgraph.outside import default_cache
 from rocmgraph.outside.docker import DockerEngine
@@ -207,6 +207,9 @@ def a_stage_not_built_is_locked_under_its_key(world: E2E, tmp_path: Path) -> Non
     ref = f"verl-sealed/manifest:{network_key}"
     assert docker("image", "inspect", "--format", "{{.Id}}", ref).strip()
     assert labels(ref)["org.verl-rocm-graph.hermetic"] == "false"
+    record = records.load(tmp_path / ".build" / "records" / "verl-sealed", "manifest")
+    assert record is not None
+    assert (record.key, record.seconds is not None) == (network_key, True)  # as a build's
     sealed = keys_of(world, tag)["manifest"]
     assert sealed not in (network_key, open_key)
     built = world.build("gfx942", tag)

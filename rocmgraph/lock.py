@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph import closure, records
+from rocmgraph import closure, records, statelock
 from rocmgraph.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.outside import Outside, apt, pypi, registry
 from rocmgraph.outside.http import Http
@@ -226,11 +226,19 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
     yet is tagged with that build under its key once its closure is locked (its children's
     lock builds stand on it), and its record written as a build's is (what a plan says of
     it and costs); a locked parent is built as a build would (network off)."""
+    path = closure.lock_path(run.options.pins)
+    # One lock run per lock file at a time: a second one waits, then reads what the first
+    # locked and builds nothing again (each would build every stage, and save its own view).
+    me = statelock.Holder.me(",".join(run.archs), f"locks closures into {path.name}")
+    with statelock.held(run.state_dir / "locks" / f"closures-{path.name}", me, run.options.wait):
+        return _lock_closures(run, outside, path)
+
+
+def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
     from rocmgraph import build
     from rocmgraph import keys as keys_
 
     engine = outside.docker
-    path = closure.lock_path(run.options.pins)
     lock = closure.load(path)
     found = dict(lock.closures)
     lines = []

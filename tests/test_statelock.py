@@ -185,3 +185,26 @@ def test_each_stage_key_has_its_log_and_the_stage_name_links_the_latest(tmp_path
     ]  # fmt: skip
     assert (tmp_path / "vllm.log").read_text() == "4" * 64
     assert (tmp_path / "vllm.log").readlink() == Path("vllm-444444444444.log")
+
+
+def test_a_second_lock_of_closures_waits_for_the_first(tmp_path: Path) -> None:
+    """Two `doit lock closures=1` at once would each build every stage and save its own view
+    of the lock file: the second waits for the first (here, told not to: it says for whom)."""
+    pins = tmp_path / "pins.toml"
+    pins.write_text(PINS.read_text())
+    other = holder(tmp_path / ".build" / "locks" / "closures-pins.lock.toml", 30)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "doit", "lock", f"pins={pins}", "closures=1", "wait=0"],
+            cwd=ROOT, capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+    finally:
+        other.kill()
+        other.communicate()
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.fullmatch(
+        f"error: not waiting \\(wait=0\\) for {WHO.format(pid=other.pid)}; rerun when it "
+        "ends, or without wait= to wait as long as it takes",
+        result.stderr.splitlines()[-1],
+    ), result.stderr
+    assert not (tmp_path / "pins.lock.toml").exists()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -33,6 +32,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import usershell
 
 import stages
 from rocmgraph import estimate, linear, monolith, pinsedit, progress
@@ -133,19 +134,13 @@ def shared_bytes(first: str, second: str) -> int | None:
 # ------------------------------------------------------------ three ways to build
 
 
-def clean_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user's shell: bytecode is cached
-    return env
-
-
 def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
     started = time.monotonic()
     # -n 2: independent stages build at once, as BuildKit runs a monolith's stages
     result = subprocess.run(
         [sys.executable, "-m", "doit", "-n", "2", "build:image", "network=host",
          "hermetic=0", f"pins={pins}", f"arch={arch}"],
-        cwd=ROOT, capture_output=True, text=True, check=False, env=clean_env(),
+        cwd=ROOT, capture_output=True, text=True, check=False, env=usershell.environ(),
     )  # fmt: skip
     elapsed = time.monotonic() - started
     if result.returncode != 0:

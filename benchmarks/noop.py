@@ -16,7 +16,6 @@ and prints, per round, the median and the fastest of each case.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -24,20 +23,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import usershell
+
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ("build:image", "profile=demo", "arch=gfx942", "hermetic=0")
 ONE_TASK = 'def task_x():\n    return {"actions": ["true"], "uptodate": [True]}\n'
 
 
-def env() -> dict[str, str]:
-    found = dict(os.environ)
-    found.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user's shell: bytecode is cached
-    return found
-
-
 def timed(argv: list[str], cwd: Path) -> float:
     started = time.perf_counter()
-    result = subprocess.run(argv, cwd=cwd, env=env(), capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        argv, cwd=cwd, env=usershell.environ(), capture_output=True, text=True, check=False
+    )
     seconds = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{result.stdout[-2000:]}{result.stderr}")

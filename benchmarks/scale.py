@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 import statistics
 import subprocess
@@ -26,6 +25,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+
+import usershell  # noqa: E402
 
 import stages  # noqa: E402
 from rocmgraph.graph import Graph, make_graph  # noqa: E402
@@ -53,8 +54,7 @@ def graph(size: int) -> Graph:
 
 
 def doit(*args: str, size: int) -> tuple[float, subprocess.CompletedProcess[str]]:
-    env = {**os.environ, STAGES_ENV: str(size)}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user's shell: bytecode is cached
+    env = usershell.environ(**{STAGES_ENV: str(size)})
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "doit", "-f", str(HERE / "scale_dodo.py"), "-d", str(ROOT), *args],

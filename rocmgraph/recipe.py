@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import shlex
 import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import jinja2
-import jinja2.bccache
+from typing import TYPE_CHECKING, Any
 
 from rocmgraph.archs import KNOWN_ARCHS
 from rocmgraph.errors import PinsError, RenderError
@@ -27,6 +23,11 @@ from rocmgraph.graph import Stage
 from rocmgraph.kinds import SEPARATORS
 from rocmgraph.layout import DOCKER
 from rocmgraph.pins import PinPath, Pins, format_table
+
+if TYPE_CHECKING:
+    import jinja2
+    import jinja2.bccache
+    import jinja2.runtime
 
 PIP_SECRET = "pip.conf"
 # Where a sealed stage's closure is mounted: a folder every base image has, since BuildKit
@@ -46,44 +47,74 @@ def parent_arg(parent: str) -> str:
     return f"{parent.upper()}_IMAGE"
 
 
-class _CompiledTemplates(jinja2.BytecodeCache):
+def _compiled_templates(folder: Path) -> jinja2.BytecodeCache:
     """Compiled templates kept in a folder, by template name and source checksum (Jinja
     checks both), best effort: a folder that cannot be read or written only costs the
     compile (about 50 ms a process), so rendering, and every key, needs no writable disk."""
+    import jinja2.bccache
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    class CompiledTemplates(jinja2.BytecodeCache):
+        def _path(self, bucket: jinja2.bccache.Bucket) -> Path:
+            return folder / f"{bucket.key}.cache"
 
-    def _path(self, bucket: jinja2.bccache.Bucket) -> Path:
-        return self.folder / f"{bucket.key}.cache"
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            with self._path(bucket).open("rb") as cached:
-                bucket.load_bytecode(cached)
-        except (OSError, ValueError, EOFError):
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        with contextlib.suppress(OSError):
-            self.folder.mkdir(parents=True, exist_ok=True)
-            scratch = self._path(bucket).with_suffix(f".{os.getpid()}.tmp")
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
             try:
-                with scratch.open("wb") as out:
-                    bucket.write_bytecode(out)
-                scratch.replace(self._path(bucket))
-            finally:
-                scratch.unlink(missing_ok=True)
+                with self._path(bucket).open("rb") as cached:
+                    bucket.load_bytecode(cached)
+            except (OSError, ValueError, EOFError):
+                bucket.reset()
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            with contextlib.suppress(OSError):
+                folder.mkdir(parents=True, exist_ok=True)
+                scratch = self._path(bucket).with_suffix(f".{os.getpid()}.tmp")
+                try:
+                    with scratch.open("wb") as out:
+                        bucket.write_bytecode(out)
+                    scratch.replace(self._path(bucket))
+                finally:
+                    scratch.unlink(missing_ok=True)
+
+    return CompiledTemplates()
+
+
+class _Templates:
+    """The Jinja environment the recipes render in, made at the first render: a run whose
+    keys are remembered (keycache.py) renders nothing, and does not import Jinja (about
+    20 ms of a no-op)."""
+
+    def __init__(self) -> None:
+        self.folder: Path | None = None  # where compiled templates are kept (keep_compiled)
+        self._environment: jinja2.Environment | None = None
+
+    def keep_compiled(self, folder: Path | None) -> None:
+        self.folder = folder
+        if self._environment is not None:
+            self._environment.bytecode_cache = _compiled_templates(folder) if folder else None
+
+    def fresh(self) -> None:
+        """As in a new process (for tests): nothing compiled in memory, no folder named."""
+        self.folder = self._environment = None
+
+    def environment(self) -> jinja2.Environment:
+        if self._environment is None:
+            self._environment = _environment()
+            self.keep_compiled(self.folder)
+        return self._environment
+
+
+_TEMPLATES = _Templates()
 
 
 def keep_compiled(folder: Path | None) -> None:
     """Keep the compiled templates in ``folder`` from now on (the task layer names it);
     None: compile in memory only."""
-    _environment().bytecode_cache = _CompiledTemplates(folder) if folder else None
+    _TEMPLATES.keep_compiled(folder)
 
 
-@functools.cache
 def _environment() -> jinja2.Environment:
+    import jinja2
+
     # No bytecode cache unless the task layer names a folder (keep_compiled).
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(DOCKER),
@@ -114,7 +145,7 @@ def _environment() -> jinja2.Environment:
     # it too comes in as a secret, as ccache's system-wide configuration, for the RUNs that
     # compile. Absent (no compile cache), the mount is skipped and ccache uses its own.
     env.globals["ccache"] = f"--mount=type=secret,id={CCACHE_SECRET},target=/etc/ccache.conf"
-    env.globals["smoke_args"] = _smoke_args
+    env.globals["smoke_args"] = jinja2.pass_context(_smoke_args)
     env.filters.update(
         ref=lambda variable: "${" + variable + "}",
         requirements=_requirements,
@@ -166,7 +197,6 @@ def _dists(sources: Mapping[str, Any], names: list[str]) -> list[str]:
     ]
 
 
-@jinja2.pass_context
 def _smoke_args(context: jinja2.runtime.Context) -> list[str]:
     """The smoke check's arguments: each pinned distribution (at its version where pinned),
     the modules the pinned site-packages links name, the pinned runtime environment."""
@@ -236,8 +266,10 @@ def render(
             f"--mount=type=secret,id={PIP_SECRET} "
             f"--mount=type=bind,source=closure/{stage.name},target={CLOSURE}"
         )
+    import jinja2  # imported by the environment: only its errors are wanted here
+
     try:
-        template = _environment().get_template(stage.recipe)
+        template = _TEMPLATES.environment().get_template(stage.recipe)
         return template.render(view)
     except jinja2.TemplateNotFound:
         raise RenderError(f"{where}: no such template; stage {stage.name!r} names it") from None

@@ -1,7 +1,8 @@
 """One invocation: the pins loaded once, the arch set, the profile's graph and its keys.
 
 A Run is pure: it reads the pins file and its lock file (the closures, read only by a build
-that needs them) and nothing else (the engine, the network
+that needs them), and the keys an earlier run computed from the same inputs when it is given
+a folder of them (keycache.py), and nothing else (the engine, the network
 and the caches come in from the task layer as an ``Outside``). Task creators
 make a Run from doit's variables without reading anything; the first action
 that needs the pins loads them, so ``doit list`` works even when pins.toml is
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmgraph import closure
+from rocmgraph import closure, keycache
 from rocmgraph import keys as keys_
 from rocmgraph import pins as pins_
 from rocmgraph.archs import parse_archs
@@ -47,11 +48,16 @@ class Options:
 
 class Run:
     def __init__(
-        self, options: Options, graph: Graph, load: Callable[[str], Pins] = pins_.load
+        self,
+        options: Options,
+        graph: Graph,
+        load: Callable[[str], Pins] = pins_.load,
+        key_cache: Path | None = None,
     ) -> None:
         self.options = options
         self.stages = graph  # every stage there is; `graph` is this profile's
         self._load = load  # a demo profile's loader writes its generated pins first
+        self._key_cache = key_cache  # keys kept between runs (None: computed each time)
 
     @functools.cached_property
     def pins(self) -> Pins:
@@ -84,12 +90,19 @@ class Run:
                 sealed[name] = found.digest
         if not sealed:
             return self.open_keys
-        return keys_.compute(self.graph, self.pins, self.archs, self.variables, sealed)
+        return self._compute(sealed)
 
     @functools.cached_property
     def open_keys(self) -> dict[str, StageKey]:
         """Each stage's key built with the network: what a closure is locked for."""
-        return keys_.compute(self.graph, self.pins, self.archs, self.variables)
+        return self._compute()
+
+    def _compute(self, closures: dict[str, str] | None = None) -> dict[str, StageKey]:
+        if self._key_cache is None:
+            return keys_.compute(self.graph, self.pins, self.archs, self.variables, closures)
+        return keycache.compute(
+            self.graph, self.pins, self.archs, self.variables, closures, folder=self._key_cache
+        )
 
     @functools.cached_property
     def lock(self) -> closure.LockFile:

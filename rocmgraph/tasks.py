@@ -383,7 +383,7 @@ class Tasks:
         """The Run of ``options``: made once, its pins read when first needed."""
         if options not in self._runs:
             load = self.demo(options.profile).load_pins if options.profile else load_pins
-            self._runs[options] = Run(options, self.graph, load)
+            self._runs[options] = Run(options, self.graph, load, default_cache() / "keys")
         return self._runs[options]
 
     def forget(self, options: Options) -> None:

@@ -30,8 +30,9 @@ CORE = {
     for name in [
         "archs", "closure", "compilecache", "dockerfile_audit", "dockerfile_syntax", "engine",
         "errors", "expand", "estimate", "explain", "failpoints", "filetree", "fsutil", "graph",
-        "imageconfig", "keys", "kinds", "layout", "ledger", "pins", "pinsedit", "pipargs", "plan",
-        "pool", "provenance", "recipe", "records", "run", "shell", "solve", "spelling",
+        "imageconfig", "keycache", "keys", "kinds", "layout", "ledger", "pins", "pinsedit",
+        "pipargs", "plan", "pool", "provenance", "recipe", "records", "run", "shell", "solve",
+        "spelling",
     ]
 }  # fmt: skip
 # What no core module may use, even from the standard library: it reaches beyond.

@@ -163,26 +163,26 @@ def keys_of(pins: str) -> dict[str, str]:
 
 def test_compiled_templates_are_kept_and_change_no_key(tmp_path: Path) -> None:
     recipe.keep_compiled(None)
-    recipe._environment.cache_clear()  # a fresh process: nothing compiled yet
+    recipe._TEMPLATES.fresh()  # a fresh process: nothing compiled yet
     plain = keys_of("pins.toml")
     try:
-        recipe._environment.cache_clear()
+        recipe._TEMPLATES.fresh()
         recipe.keep_compiled(tmp_path / "templates")
         assert keys_of("pins.toml") == plain
         kept = sorted((tmp_path / "templates").glob("*.cache"))
         assert len(kept) >= len(list(Path("docker").glob("*.j2")))
-        recipe._environment.cache_clear()
+        recipe._TEMPLATES.fresh()
         recipe.keep_compiled(tmp_path / "templates")
         assert keys_of("pins.toml") == plain  # from the kept ones
         for path in kept:
             path.write_bytes(b"garbage")
-        recipe._environment.cache_clear()
+        recipe._TEMPLATES.fresh()
         recipe.keep_compiled(tmp_path / "templates")
         assert keys_of("pins.toml") == plain  # unreadable: compiled again
         (tmp_path / "file").write_text("")
-        recipe._environment.cache_clear()
+        recipe._TEMPLATES.fresh()
         recipe.keep_compiled(tmp_path / "file" / "templates")  # never writable
         assert keys_of("pins.toml") == plain
     finally:
-        recipe._environment.cache_clear()
+        recipe._TEMPLATES.fresh()
         recipe.keep_compiled(None)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmgraph import failpoints
-from rocmgraph.demo import baseimage, fixtures, primus
+from rocmgraph.demo import baseimage
 from rocmgraph.errors import LockError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.graph import Graph
@@ -54,6 +54,8 @@ def _os_base(engine: DockerEngine, ref: str, root: Path) -> str:
 
 
 def _primus_base(engine: DockerEngine, ref: str, root: Path) -> str:
+    from rocmgraph.demo import primus  # its fixtures: only when the demo starts
+
     return primus.ensure(
         engine,
         ref,
@@ -131,7 +133,9 @@ class Demo:
         holder = statelock.Holder.me(arch or "as pinned", "serves the demo's upstreams")
         self._held.enter_context(statelock.held(self.root / "demo.lock", holder, wait))
         engine = outside.docker
-        from rocmgraph.demo.serve import Files, Registry  # servers: only when builds run
+        # Fixtures and servers: only when builds run (a run that builds nothing makes none).
+        from rocmgraph.demo import fixtures
+        from rocmgraph.demo.serve import Files, Registry
 
         fixtures.build(self.root / "fixtures")
         self.servers.append(Files(self.root / "fixtures" / "www", HTTP_PORT))

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 from rocmgraph.engine import Deferred, Engine
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.sources import Mirrors, SourceCache
 from rocmgraph.outside.store import Store
 from rocmgraph.pins import Pins
 from rocmgraph.pool import Builder, Pool
 
 if TYPE_CHECKING:
     from rocmgraph.outside.registry import Client
+    from rocmgraph.outside.sources import SourceCache
 
 CACHE_ENV = "VERL_GRAPH_CACHE"
 
@@ -52,6 +52,8 @@ class Outside:
 
     def sources(self, pins: Pins) -> SourceCache:
         """The source cache, fetching through the mirrors ``pins`` name."""
+        from rocmgraph.outside.sources import Mirrors, SourceCache  # git: only when fetching
+
         return SourceCache(self.cache, Mirrors.from_pins(pins))
 
     @functools.cached_property

@@ -20,16 +20,18 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph import filetree
 from rocmgraph.engine import BuildJob
 from rocmgraph.errors import BuildFailed, EngineError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.inimage import manifest
 from rocmgraph.outside import dockerapi, proc
 from rocmgraph.outside.proc import CommandFailed, CommandMissing
+
+if TYPE_CHECKING:
+    from rocmgraph import filetree
 
 DOCKER_ENV = "VERL_GRAPH_DOCKER"
 NETWORK_ENV = "VERL_GRAPH_NETWORK"
@@ -358,6 +360,8 @@ class DockerEngine:
     def files(self, ref: str) -> filetree.Tree:
         """Every file of the image ``ref``, as facts (``docker export`` of a container made
         from it and never started, removed after)."""
+        from rocmgraph import filetree  # for verify and the lock: a build does not read files
+
         container = self._docker("create", "--network=none", ref, "true").strip()
         try:
             argv = [self.client.path, "export", container]

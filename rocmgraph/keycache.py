@@ -1,0 +1,176 @@
+"""Keys remembered between runs, under a fingerprint of everything they are computed from.
+
+Computing the keys renders every recipe (importing Jinja for it) and hashes every file a
+recipe names: most of what a run that builds nothing spends on its own work (about 30 ms of
+the demo's no-op, a third of a second on a graph of 200 stages). The keys are a pure
+function of the graph, the pins, the arch set, the variables, the closures and the files of
+this repository (its code, the templates, the files the recipes name), so a run may take
+them from an earlier run that had the same of all of them.
+
+The fingerprint takes the graph, the pins and the arguments by value, and the repository's
+files by their status: inode, size, mtime and ctime in nanoseconds, as git's index and
+Bazel's digest cache tell a changed file. Any write changes ctime, which no tool can set
+back. Timestamps are coarser than writes, though: a file changed within the last
+``SETTLED`` seconds could change again unseen, so keys computed then are not kept (git's
+"racily clean" entries). The status is taken before the keys are computed, so a file that
+changes meanwhile leaves a fingerprint no later run has. What is read back must hash from
+its inputs to its key, stage by stage, or it is not used. Every fault here only costs the
+computation: a cache that cannot be read or written is no cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from importlib.util import find_spec
+from pathlib import Path
+
+from rocmgraph import keys, kinds
+from rocmgraph.graph import Graph
+from rocmgraph.layout import ROOT
+from rocmgraph.pins import Pins
+
+FORMAT = 1  # bump when what a fingerprint covers changes
+# The repository's folders the keys are made from: the code that renders and keys (rocmgraph,
+# wheels), the stages, the templates and patches. Files the pins name elsewhere are added.
+TREES = ("rocmgraph", "stages", "wheels", "docker")
+SETTLED = 2.0  # seconds since a file's last change after which its status can be trusted
+KEPT = 32  # fingerprints kept; the oldest go first
+
+
+def compute(
+    graph: Graph,
+    pins: Pins,
+    archs: tuple[str, ...],
+    variables: Mapping[str, str] | None = None,
+    closures: Mapping[str, str] | None = None,
+    *,
+    folder: Path,
+) -> dict[str, keys.StageKey]:
+    """``keys.compute(graph, pins, archs, variables, closures)``, from ``folder`` when an
+    earlier run computed it from the same inputs, else computed and kept there."""
+    fingerprint, settled = _fingerprint(graph, pins, archs, variables, closures)
+    path = folder / f"{fingerprint}.json"
+    found = _read(path, graph)
+    if found is not None:
+        return found
+    computed = keys.compute(graph, pins, archs, variables, closures)
+    if settled:
+        _write(path, computed)
+    return computed
+
+
+def _fingerprint(
+    graph: Graph,
+    pins: Pins,
+    archs: tuple[str, ...],
+    variables: Mapping[str, str] | None,
+    closures: Mapping[str, str] | None,
+) -> tuple[str, bool]:
+    """The fingerprint of the inputs, and whether every file among them had settled when
+    its status was taken."""
+    taken = time.time_ns()
+    statuses = dict(_statuses(_files(graph, pins)))
+    changed = max((max(status[2:]) for status in statuses.values() if status), default=0)
+    document = {
+        "format": FORMAT,
+        "python": sys.version,
+        "root": str(ROOT),
+        "graph": repr(tuple(graph)),  # frozen dataclasses of tuples: the same repr each run
+        "pins": repr(pins),
+        "archs": list(archs),
+        "variables": dict(sorted((variables or {}).items())),
+        "closures": dict(sorted((closures or {}).items())),
+        "files": statuses,
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest(), taken - changed >= SETTLED * 1e9
+
+
+def _files(graph: Graph, pins: Pins) -> list[Path]:
+    """Every file the keys read, or might: the repository's trees, the files stages copy in,
+    the files the pins name (patches), and the template engine (an upgrade may render
+    otherwise)."""
+    found: set[Path] = set()
+    for tree in TREES:
+        found.update(_walk(ROOT / tree))
+    for stage in graph:
+        found.update(ROOT / name for name in stage.files)
+    for leaf in pins.leaves():
+        if leaf.kind is kinds.REPO_FILE:
+            names = leaf.value if isinstance(leaf.value, tuple) else (str(leaf.value),)
+            found.update(ROOT / name for name in names)
+    spec = find_spec("jinja2")
+    if spec is not None and spec.origin:
+        found.add(Path(spec.origin))
+    return sorted(found)
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name == "__pycache__":
+                continue  # Python's own cache of the code: the sources are the inputs
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(Path(entry.path))
+            else:
+                yield Path(entry.path)
+
+
+def _statuses(paths: list[Path]) -> Iterator[tuple[str, list[int] | None]]:
+    for path in paths:
+        try:
+            status = path.stat()
+        except OSError:
+            yield str(path), None  # missing: the computation says what is wrong
+            continue
+        yield str(path), [status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns]
+
+
+def _read(path: Path, graph: Graph) -> dict[str, keys.StageKey] | None:
+    """The keys kept at ``path``, each checked to hash from its inputs; None when there are
+    none, or any is not what it should be."""
+    try:
+        document = json.loads(path.read_bytes())
+        found: dict[str, keys.StageKey] = {}
+        for name in graph.order:
+            entry = document[name]
+            inputs = keys.Inputs.from_json(entry["inputs"])
+            parents = {parent: found[parent].key for parent in graph[name].parents}
+            if (
+                inputs.stage != name
+                or inputs.parents != parents
+                or keys.digest(keys.canonical(inputs)) != entry["key"]
+            ):
+                return None
+            found[name] = keys.StageKey(name, entry["key"], inputs)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return found if len(found) == len(document) else None
+
+
+def _write(path: Path, computed: Mapping[str, keys.StageKey]) -> None:
+    document = {
+        name: {"key": key.key, "inputs": key.inputs.as_json()} for name, key in computed.items()
+    }
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            scratch.write_text(json.dumps(document, sort_keys=True))
+            scratch.replace(path)
+        finally:
+            scratch.unlink(missing_ok=True)
+        _trim(path.parent)
+
+
+def _trim(folder: Path) -> None:
+    """Keep the ``KEPT`` newest fingerprints: every edit of the code makes a new one."""
+    kept = sorted(folder.glob("*.json"), key=lambda path: path.stat().st_mtime_ns, reverse=True)
+    for old in kept[KEPT:]:
+        old.unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph import closure, records, statelock
+from rocmgraph import closure, failpoints, records, statelock
 from rocmgraph.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.outside import Outside, apt, pypi, registry
 from rocmgraph.outside.http import Http
@@ -260,9 +260,12 @@ def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
             # Not locked when this run began, its key here is of a build with the network:
             # the image is that build, which its children's lock builds stand on.
             if not build.is_built(run, engine, name):
-                engine.tag(tag, run.ref(name))
-                # and its record, as a build writes one: what the plan says of it and costs
+                # and its record, as a build writes one: what the plan says of it and costs.
+                # Begun before the tag, as a build's: a kill between the two keeps it.
                 stage_key = run.keys[name]
+                records.begin(run.records_dir, name, stage_key.key, stage_key.inputs)
+                engine.tag(tag, run.ref(name))
+                failpoints.reached("tagged")
                 records.save(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
         finally:
             with contextlib.suppress(GraphToolError):  # a failed build tagged nothing

@@ -251,3 +251,46 @@ def test_a_locked_closure_seals_its_stage_and_moves_its_key_and_those_after_it(
         "its closure is locked: it builds with the network off"
     ]
     assert Run(Options(pins=str(pins), hermetic=False), stages.graph()).keys == opened
+
+
+class Killed(BaseException):
+    """The run's end, as a kill ends it: between two lines, with no handler run."""
+
+
+class TagThenDie:
+    """An engine that tags, then is killed before anything after the tag runs."""
+
+    def __init__(self) -> None:
+        self.tags: list[tuple[str, str]] = []
+
+    def tag(self, source: str, ref: str) -> None:
+        self.tags.append((source, ref))
+        raise Killed
+
+    def untag(self, ref: str) -> None:
+        pass
+
+
+def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a build's: begun before the tag, so the plan still prices the stage from it."""
+    from rocmgraph import build, lock, records
+    from rocmgraph.outside import Outside
+
+    pins = tmp_path / "pins.toml"
+    pins.write_text(Path("pins.toml").read_text())
+    run = Run(Options(pins=str(pins), arch="gfx942"), stages.graph())
+    outside = Outside(cache=tmp_path / "cache")
+    engine = TagThenDie()
+    outside.__dict__["docker"] = engine  # the cached property, filled
+    monkeypatch.setattr(build, "rebuild", lambda *args, **kwargs: "")  # fetched nothing
+    monkeypatch.setattr(build, "is_built", lambda *args: False)
+    with pytest.raises(Killed):
+        lock._lock_closures(run, outside, closure.lock_path(str(pins)))
+    first = run.graph.order[0]
+    assert engine.tags == [(f"verl-rocm/{first}:lock-{run.open_keys[first].short}", run.ref(first))]
+    key = run.keys[first]
+    record = records.load(run.records_dir, first, tagged=lambda found: found == key.key)
+    assert record is not None
+    assert (record.key, record.inputs) == (key.key, key.inputs)

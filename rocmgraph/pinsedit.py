@@ -1,10 +1,14 @@
 """Edits of a pins file that keep every comment and space: one place for every writer
 (`doit lock`, `doit bump`, the demo's generated pins, the tests' variations of
-pins.toml). tomlkit parses and writes; a write is atomic.
+pins.toml). tomlkit parses and writes; a write is atomic, and two at once take turns.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,8 +59,32 @@ def _edit_array(array: tomlkit.items.Array, new: tuple[str, ...]) -> None:
 
 
 def write(path: Path, changes: list[Change]) -> None:
-    """Set each changed value in the pins file, atomically."""
-    atomic_write_text(path, apply(path.read_text(encoding="utf-8"), changes))
+    """Set each changed value in the pins file, atomically. Two writers at once (a lock and
+    a bump) take turns, so that neither writes back what it read before the other's edit:
+    each reads and replaces the file under an exclusive lock of the file itself."""
+    with _locked(path):
+        atomic_write_text(path, apply(path.read_text(encoding="utf-8"), changes))
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold flock(2) on the file at ``path``. A write replaces the file (a rename), so a
+    writer that waited holds the lock of the file it replaced: it locks the new one then."""
+    while True:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), path.stat()
+        except OSError:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
 
 
 def delete(text: str, path: PinPath) -> str:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
+import threading
+from pathlib import Path
 
 import pytest
-from conftest import run_doit
+from conftest import PINS, run_doit
 from world import KEY, WHEELS, World, values_blanked, wheel_bytes
 
 from rocmgraph import pins, pinsedit
+from rocmgraph.fsutil import atomic_write_text
 
 
 def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world: World) -> None:
@@ -97,3 +102,23 @@ def test_a_list_keeps_its_layout_and_the_comments_of_the_items_that_stay(
 def test_a_value_the_file_does_not_have_yet_is_added_to_its_table() -> None:
     after = pinsedit.apply(MULTI, [pinsedit.Change(("sources", "vllm", "tag"), "", "v1")])
     assert after == MULTI + 'tag = "v1"\n'
+
+
+def test_two_writers_of_one_pins_file_at_once_keep_both_edits(tmp_path: Path) -> None:
+    """A lock and a bump at once: the second waits for the first's file, then edits it."""
+    path = tmp_path / "pins.toml"
+    path.write_text(PINS.read_text())
+    other = os.open(path, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX)  # another writer, between its read and its rename
+    jobs = pinsedit.Change(("build", "max_jobs"), 64, 8)
+    writer = threading.Thread(target=pinsedit.write, args=(path, [jobs]))
+    writer.start()
+    writer.join(0.5)
+    assert writer.is_alive()  # it waits
+    ccache = pinsedit.Change(("build", "ccache_maxsize"), "50G", "10G")
+    atomic_write_text(path, pinsedit.apply(path.read_text(), [ccache]))  # the other's edit
+    os.close(other)  # and it lets go
+    writer.join(10)
+    assert not writer.is_alive()
+    written = pins.load(path).build
+    assert (written.max_jobs, written.ccache_maxsize) == (8, "10G")

@@ -8,14 +8,21 @@ this repository (its code, the templates, the files the recipes name), so a run 
 them from an earlier run that had the same of all of them.
 
 The fingerprint takes the graph, the pins and the arguments by value, and the repository's
-files by their status: inode, size, mtime and ctime in nanoseconds, as git's index and
-Bazel's digest cache tell a changed file. Any write changes ctime, which no tool can set
-back. Timestamps are coarser than writes, though: a file changed within the last
-``SETTLED`` seconds could change again unseen, so keys computed then are not kept (git's
-"racily clean" entries). The status is taken before the keys are computed, so a file that
-changes meanwhile leaves a fingerprint no later run has. What is read back must hash from
-its inputs to its key, stage by stage, or it is not used. Every fault here only costs the
-computation: a cache that cannot be read or written is no cache.
+files and folders by their status: inode, size, mtime and ctime in nanoseconds, as git's
+index and Bazel's digest cache tell a changed file. Any write changes ctime, which no tool
+can set back; a file added or removed changes its folder's. The cache is used only when
+every one of those files last changed ``SETTLED`` seconds before this module was imported:
+
+- timestamps are coarser than writes, so a file changed within the last moments could
+  change again unseen (git's "racily clean" entries);
+- a process renders with the code and the templates it loaded, so keys it computes after
+  its files changed on disk are not those of the files now there (a lock that runs for
+  hours, during a `git pull`): it neither reads nor keeps keys then.
+
+The status is taken before the keys are computed, so a file that changes meanwhile leaves a
+fingerprint no later run has. What is read back must hash from its inputs to its key, stage
+by stage, or it is not used. Every fault here only costs the computation: a cache that
+cannot be read or written is no cache.
 """
 
 from __future__ import annotations
@@ -39,8 +46,13 @@ FORMAT = 1  # bump when what a fingerprint covers changes
 # The repository's folders the keys are made from: the code that renders and keys (rocmgraph,
 # wheels), the stages, the templates and patches. Files the pins name elsewhere are added.
 TREES = ("rocmgraph", "stages", "wheels", "docker")
+# Beside the repository's, the template engine's own files: an upgrade may render otherwise.
+LIBRARIES = ("jinja2", "markupsafe")
 SETTLED = 2.0  # seconds since a file's last change after which its status can be trusted
 KEPT = 32  # fingerprints kept; the oldest go first
+# About when this process loaded the code it renders with (within a fraction of a second of
+# its start: dodo.py imports it with the rest of the project).
+LOADED = time.time_ns()
 
 
 def compute(
@@ -54,14 +66,15 @@ def compute(
 ) -> dict[str, keys.StageKey]:
     """``keys.compute(graph, pins, archs, variables, closures)``, from ``folder`` when an
     earlier run computed it from the same inputs, else computed and kept there."""
-    fingerprint, settled = _fingerprint(graph, pins, archs, variables, closures)
+    fingerprint, trusted = _fingerprint(graph, pins, archs, variables, closures)
+    if not trusted:
+        return keys.compute(graph, pins, archs, variables, closures)
     path = folder / f"{fingerprint}.json"
     found = _read(path, graph)
     if found is not None:
         return found
     computed = keys.compute(graph, pins, archs, variables, closures)
-    if settled:
-        _write(path, computed)
+    _write(path, computed)
     return computed
 
 
@@ -72,11 +85,12 @@ def _fingerprint(
     variables: Mapping[str, str] | None,
     closures: Mapping[str, str] | None,
 ) -> tuple[str, bool]:
-    """The fingerprint of the inputs, and whether every file among them had settled when
-    its status was taken."""
-    taken = time.time_ns()
+    """The fingerprint of the inputs, and whether it can be trusted: every file among them
+    there, and changed last ``SETTLED`` seconds before this process loaded its code."""
     statuses = dict(_statuses(_files(graph, pins)))
-    changed = max((max(status[2:]) for status in statuses.values() if status), default=0)
+    known = [status for status in statuses.values() if status is not None]
+    changed = max((max(status[2:]) for status in known), default=0)
+    trusted = len(known) == len(statuses) and changed < LOADED - SETTLED * 1e9
     document = {
         "format": FORMAT,
         "python": sys.version,
@@ -89,35 +103,46 @@ def _fingerprint(
         "files": statuses,
     }
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest(), taken - changed >= SETTLED * 1e9
+    return hashlib.sha256(text.encode()).hexdigest(), trusted
 
 
 def _files(graph: Graph, pins: Pins) -> list[Path]:
-    """Every file the keys read, or might: the repository's trees, the files stages copy in,
-    the files the pins name (patches), and the template engine (an upgrade may render
-    otherwise)."""
+    """Every file the keys read, or might, and the folders that hold them: the repository's
+    trees, the files stages copy in, the files the pins name (patches), and the template
+    engine's."""
     found: set[Path] = set()
+    visited: set[tuple[int, int]] = set()
     for tree in TREES:
-        found.update(_walk(ROOT / tree))
+        found.update(_walk(ROOT / tree, visited))
     for stage in graph:
         found.update(ROOT / name for name in stage.files)
     for leaf in pins.leaves():
         if leaf.kind is kinds.REPO_FILE:
             names = leaf.value if isinstance(leaf.value, tuple) else (str(leaf.value),)
             found.update(ROOT / name for name in names)
-    spec = find_spec("jinja2")
-    if spec is not None and spec.origin:
-        found.add(Path(spec.origin))
+    for library in LIBRARIES:
+        spec = find_spec(library)
+        if spec is not None and spec.origin:
+            found.update(_walk(Path(spec.origin).parent, visited))
     return sorted(found)
 
 
-def _walk(folder: Path) -> Iterator[Path]:
+def _walk(folder: Path, visited: set[tuple[int, int]]) -> Iterator[Path]:
+    """``folder``, and every file and folder under it (through links, each folder once)."""
+    try:
+        status = folder.stat()
+    except OSError:
+        return
+    if (status.st_dev, status.st_ino) in visited:
+        return
+    visited.add((status.st_dev, status.st_ino))
+    yield folder  # its status moves when a file is added or removed
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             if entry.name == "__pycache__":
                 continue  # Python's own cache of the code: the sources are the inputs
-            if entry.is_dir(follow_symlinks=False):
-                yield from _walk(Path(entry.path))
+            if entry.is_dir():
+                yield from _walk(Path(entry.path), visited)
             else:
                 yield Path(entry.path)
 

@@ -263,7 +263,7 @@ def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
                 # and its record, as a build writes one: what the plan says of it and costs.
                 # Begun before the tag, as a build's: a kill between the two keeps it.
                 stage_key = run.keys[name]
-                records.begin(run.records_dir, name, stage_key.key, stage_key.inputs)
+                records.begin(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
                 engine.tag(tag, run.ref(name))
                 failpoints.reached("tagged")
                 records.save(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)

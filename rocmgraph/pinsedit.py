@@ -6,6 +6,7 @@ pins.toml). tomlkit parses and writes; a write is atomic, and two at once take t
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -69,13 +70,20 @@ def write(path: Path, changes: list[Change]) -> None:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Hold flock(2) on the file at ``path``. A write replaces the file (a rename), so a
-    writer that waited holds the lock of the file it replaced: it locks the new one then."""
+    writer that waited holds the lock of the file it replaced: it locks the new one then.
+    Where no lock can be had (a file system without them), the write goes on unlocked."""
     while True:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             held, now = os.fstat(fd), path.stat()
-        except OSError:
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in NO_LOCKS:
+                yield
+                return
+            raise
+        except BaseException:  # Ctrl-C while waiting
             os.close(fd)
             raise
         if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
@@ -85,6 +93,20 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # and the lock with it
+
+
+# What flock(2) says where it cannot lock: NFS emulates it with fcntl(2) locks, which need
+# the file open for writing (EBADF), or a server that keeps none (ENOLCK).
+NO_LOCKS = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+
+
+def _open(path: Path) -> int:
+    """The file, for writing where it may be (NFS locks only such), else for reading: a
+    read-only pins file is still replaced, as its folder allows."""
+    try:
+        return os.open(path, os.O_RDWR)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)
 
 
 def delete(text: str, path: PinPath) -> str:

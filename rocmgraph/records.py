@@ -47,9 +47,10 @@ def _write(path: Path, key: str, inputs: Inputs, seconds: float | None) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
 
-def begin(folder: Path, stage: str, key: str, inputs: Inputs) -> None:
-    """The build of ``key`` begins: what it is made of, should its run not live to ``save``."""
-    _write(_begun(folder, stage), key, inputs, None)
+def begin(folder: Path, stage: str, key: str, inputs: Inputs, seconds: float | None = None) -> None:
+    """The build of ``key`` begins (or ended, ``seconds`` long, and is about to be tagged):
+    what it is made of, should its run not live to ``save``."""
+    _write(_begun(folder, stage), key, inputs, seconds)
 
 
 def save(folder: Path, stage: str, key: str, inputs: Inputs, seconds: float = 0.0) -> None:

@@ -294,3 +294,4 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     record = records.load(run.records_dir, first, tagged=lambda found: found == key.key)
     assert record is not None
     assert (record.key, record.inputs) == (key.key, key.inputs)
+    assert record.seconds is not None  # the lock build's, timed: the plan prices from it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -111,14 +112,31 @@ def test_two_writers_of_one_pins_file_at_once_keep_both_edits(tmp_path: Path) ->
     other = os.open(path, os.O_RDONLY)
     fcntl.flock(other, fcntl.LOCK_EX)  # another writer, between its read and its rename
     jobs = pinsedit.Change(("build", "max_jobs"), 64, 8)
-    writer = threading.Thread(target=pinsedit.write, args=(path, [jobs]))
-    writer.start()
-    writer.join(0.5)
-    assert writer.is_alive()  # it waits
-    ccache = pinsedit.Change(("build", "ccache_maxsize"), "50G", "10G")
-    atomic_write_text(path, pinsedit.apply(path.read_text(), [ccache]))  # the other's edit
-    os.close(other)  # and it lets go
+    writer = threading.Thread(target=pinsedit.write, args=(path, [jobs]), daemon=True)
+    try:
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive()  # it waits
+        ccache = pinsedit.Change(("build", "ccache_maxsize"), "50G", "10G")
+        atomic_write_text(path, pinsedit.apply(path.read_text(), [ccache]))  # the other's edit
+    finally:
+        os.close(other)  # and it lets go
     writer.join(10)
     assert not writer.is_alive()
     written = pins.load(path).build
     assert (written.max_jobs, written.ccache_maxsize) == (8, "10G")
+
+
+def test_a_pins_file_that_cannot_be_locked_is_written_unlocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NFS without a lock manager, say: as before there were locks."""
+    path = tmp_path / "pins.toml"
+    path.write_text(PINS.read_text())
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    pinsedit.write(path, [pinsedit.Change(("build", "max_jobs"), 64, 8)])
+    assert pins.load(path).build.max_jobs == 8

@@ -285,7 +285,7 @@ def run_bump(
         if dry:
             lines.append("dry run: nothing written")
         else:
-            write(Path(run.options.pins), changes)
+            write(Path(run.options.pins), changes, moved_refused=True)
             lines.append(f"wrote {run.options.pins}")
             lines += _render(run)
     return Answer(lines, _error(bumps, force))

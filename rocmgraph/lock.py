@@ -208,7 +208,7 @@ def run_lock(run: Run, outside: Outside) -> Answer:
         return Answer([f"{run.pins.file} is locked"])
     result = resolve(run, outside)
     if result.changes:
-        write(Path(run.options.pins), result.changes)
+        write(Path(run.options.pins), result.changes, moved_refused=True)
     lines = [f"locked {change}" for change in result.changes]
     lines += [f"left open {item}" for item in result.unresolved]
     lines.append(f"{run.pins.file}: {len(result.changes)} values recorded")

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomli
 import tomlkit
 
+from rocmgraph.errors import PinsError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.pins import PinPath, Value, format_path
 
@@ -59,12 +61,33 @@ def _edit_array(array: tomlkit.items.Array, new: tuple[str, ...]) -> None:
             array.append(item)
 
 
-def write(path: Path, changes: list[Change]) -> None:
+def write(path: Path, changes: list[Change], *, moved_refused: bool = False) -> None:
     """Set each changed value in the pins file, atomically. Two writers at once (a lock and
     a bump) take turns, so that neither writes back what it read before the other's edit:
-    each reads and replaces the file under an exclusive lock of the file itself."""
+    each reads and replaces the file under an exclusive lock of the file itself.
+    ``moved_refused``: a value another writer changed since this one read it (its ``old``)
+    is refused, not overwritten (a lock resolving the commit a bump just moved)."""
     with _locked(path):
-        atomic_write_text(path, apply(path.read_text(encoding="utf-8"), changes))
+        text = path.read_text(encoding="utf-8")
+        if moved_refused:
+            _refuse_moved(path, text, changes)
+        atomic_write_text(path, apply(text, changes))
+
+
+def _refuse_moved(path: Path, text: str, changes: list[Change]) -> None:
+    document: Any = tomli.loads(text)
+    for change in changes:
+        node = document
+        for part in change.path:
+            node = node.get(part) if isinstance(node, dict) else None
+        read = list(change.old) if isinstance(change.old, tuple) else change.old
+        if node != read and not (node is None and read in ("", [])):
+            raise PinsError(
+                str(path),
+                format_path(change.path),
+                f"changed while this command ran: it read {read!r}, the file now holds {node!r}",
+                "run the command again",
+            )
 
 
 @contextlib.contextmanager

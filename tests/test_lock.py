@@ -14,6 +14,7 @@ from conftest import PINS, run_doit
 from world import KEY, WHEELS, World, values_blanked, wheel_bytes
 
 from rocmgraph import pins, pinsedit
+from rocmgraph.errors import PinsError
 from rocmgraph.fsutil import atomic_write_text
 
 
@@ -140,3 +141,23 @@ def test_a_pins_file_that_cannot_be_locked_is_written_unlocked(
     monkeypatch.setattr(fcntl, "flock", no_locks)
     pinsedit.write(path, [pinsedit.Change(("build", "max_jobs"), 64, 8)])
     assert pins.load(path).build.max_jobs == 8
+
+
+def test_a_value_another_writer_moved_since_it_was_read_is_refused_not_overwritten(
+    tmp_path: Path,
+) -> None:
+    """A bump moved the commit a lock read: the lock's full commit of the old one would
+    undo the bump without a word."""
+    path = tmp_path / "pins.toml"
+    path.write_text(PINS.read_text())
+    moved = pinsedit.Change(("build", "max_jobs"), 64, 16)
+    pinsedit.write(path, [moved], moved_refused=True)  # the bump's edit
+    text = path.read_text()
+    stale = pinsedit.Change(("build", "max_jobs"), 64, 8)  # read before the bump
+    with pytest.raises(PinsError) as refused:
+        pinsedit.write(path, [stale], moved_refused=True)
+    assert str(refused.value) == (
+        f"{path}: [build].max_jobs: changed while this command ran: it read 64, the file now "
+        "holds 16; run the command again"
+    )
+    assert path.read_text() == text  # nothing written

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from rocmgraph.errors import GraphToolError
 from rocmgraph.outside import proc
+from rocmgraph.outside.docker import Client, DockerEngine
 
 IGNORES_SIGINT = (
     "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True);"
@@ -95,3 +97,40 @@ def test_a_streamed_command_ends_when_the_run_is_killed() -> None:
     while running(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not running(child)
+
+
+SLOW_PUSH = """#!/bin/sh
+[ "$1" = push ] || exit 1
+echo "The push refers to repository [$2]"
+exec sleep 60
+"""
+
+
+def test_a_push_is_streamed_and_stopped_by_the_interrupt(tmp_path: Path) -> None:
+    """Ctrl-C waited for every queued push (each with a 600 s limit, which also cut a pull
+    of a large stage image): a transfer is a streamed command now, as a build is."""
+    client = tmp_path / "docker"
+    client.write_text(SLOW_PUSH)
+    client.chmod(0o755)
+    engine = DockerEngine(Client(str(client), "20.10.24", False), tmp_path)
+    failed: list[GraphToolError] = []
+
+    def push() -> None:
+        try:
+            engine.push("127.0.0.1:28473/verl/x:1")
+        except GraphToolError as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=push, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not proc._STREAMING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the script has printed its line
+    proc.interrupt_all(grace=5)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert [str(exc) for exc in failed] == [
+        f"`{client} push 127.0.0.1:28473/verl/x:1` failed with exit code -2: The push refers "
+        "to repository [127.0.0.1:28473/verl/x:1]"
+    ]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
 from rocmgraph.engine import BuildJob
-from rocmgraph.errors import BuildFailed, EngineError
+from rocmgraph.errors import BuildFailed, EngineError, GraphToolError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.inimage import manifest
 from rocmgraph.outside import dockerapi, proc
@@ -207,16 +207,31 @@ class DockerEngine:
         try:
             return proc.run([self.client.path, *args], timeout=600, env=self._environ()).stdout
         except CommandFailed as exc:
-            if (
-                "Cannot connect to the Docker daemon" in exc.stderr
-                or "Is the docker daemon" in exc.stderr
-            ):
-                where = f" at {self.host}" if self.host else ""
-                raise EngineError(
-                    f"cannot reach the Docker engine{where} with {self.client.path} "
-                    f"({_last(exc.stderr)}); start it (dockerd, or systemctl start docker)"
-                ) from None
-            raise
+            raise self._failed(exc) from None
+
+    def _transfer(self, *args: str) -> None:
+        """``docker push`` or ``docker pull``: streamed, as a build is, so that an interrupt
+        stops it (Ctrl-C waited for every queued push), and with no time limit. A stage of
+        the real image holds tens of GB, which take as long as the link takes: ``_docker``'s
+        600 s cut such a pull, and the stage was then built again, for hours."""
+        said: deque[str] = deque(maxlen=20)
+        argv = [self.client.path, *args]
+        returncode = proc.stream(argv, said.append, env=self._environ())
+        if returncode != 0:
+            raise self._failed(CommandFailed(argv, returncode, "\n".join(said)))
+
+    def _failed(self, exc: CommandFailed) -> GraphToolError:
+        """What a failed docker command says: that no engine answers, where none does."""
+        if (
+            "Cannot connect to the Docker daemon" in exc.stderr
+            or "Is the docker daemon" in exc.stderr
+        ):
+            where = f" at {self.host}" if self.host else ""
+            return EngineError(
+                f"cannot reach the Docker engine{where} with {self.client.path} "
+                f"({_last(exc.stderr)}); start it (dockerd, or systemctl start docker)"
+            )
+        return exc
 
     def _inspect(self, ref: str) -> dict[str, object] | None:
         """``docker image inspect ref`` (None: no such image) from the engine's socket, asked
@@ -294,7 +309,7 @@ class DockerEngine:
         self._forget()
 
     def pull(self, ref: str) -> None:
-        self._docker("pull", "--quiet", ref)
+        self._transfer("pull", "--quiet", ref)
         self._forget()
 
     def untag(self, ref: str) -> None:
@@ -308,7 +323,7 @@ class DockerEngine:
 
     def push(self, ref: str) -> str:
         """Push ``ref`` to its registry; return the digest the registry knows it by."""
-        self._docker("push", ref)
+        self._transfer("push", ref)
         digests = self._docker("image", "inspect", "--format", "{{json .RepoDigests}}", ref)
         name = ref.rsplit(":", 1)[0]
         for entry in json.loads(digests) or []:

@@ -28,6 +28,7 @@ cannot be read or written is no cache.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -55,55 +56,63 @@ KEPT = 32  # fingerprints kept; the oldest go first
 LOADED = time.time_ns()
 
 
-def compute(
-    graph: Graph,
-    pins: Pins,
-    archs: tuple[str, ...],
-    variables: Mapping[str, str] | None = None,
-    closures: Mapping[str, str] | None = None,
-    *,
-    folder: Path,
-) -> dict[str, keys.StageKey]:
-    """``keys.compute(graph, pins, archs, variables, closures)``, from ``folder`` when an
-    earlier run computed it from the same inputs, else computed and kept there."""
-    fingerprint, trusted = _fingerprint(graph, pins, archs, variables, closures)
-    if not trusted:
-        return keys.compute(graph, pins, archs, variables, closures)
-    path = folder / f"{fingerprint}.json"
-    found = _read(path, graph)
-    if found is not None:
-        return found
-    computed = keys.compute(graph, pins, archs, variables, closures)
-    _write(path, computed)
-    return computed
+class KeyCache:
+    """The keys kept in ``folder`` for one graph and one pins file (a Run's). The files'
+    statuses are taken once, before the first keys are computed: a run that computes its
+    keys with the network and then sealed ones (closures locked) walks the files once."""
 
+    def __init__(self, folder: Path, graph: Graph, pins: Pins) -> None:
+        self.folder, self.graph, self.pins = folder, graph, pins
 
-def _fingerprint(
-    graph: Graph,
-    pins: Pins,
-    archs: tuple[str, ...],
-    variables: Mapping[str, str] | None,
-    closures: Mapping[str, str] | None,
-) -> tuple[str, bool]:
-    """The fingerprint of the inputs, and whether it can be trusted: every file among them
-    there, and changed last ``SETTLED`` seconds before this process loaded its code."""
-    statuses = dict(_statuses(_files(graph, pins)))
-    known = [status for status in statuses.values() if status is not None]
-    changed = max((max(status[2:]) for status in known), default=0)
-    trusted = len(known) == len(statuses) and changed < LOADED - SETTLED * 1e9
-    document = {
-        "format": FORMAT,
-        "python": sys.version,
-        "root": str(ROOT),
-        "graph": repr(tuple(graph)),  # frozen dataclasses of tuples: the same repr each run
-        "pins": repr(pins),
-        "archs": list(archs),
-        "variables": dict(sorted((variables or {}).items())),
-        "closures": dict(sorted((closures or {}).items())),
-        "files": statuses,
-    }
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest(), trusted
+    @functools.cached_property
+    def _statuses(self) -> dict[str, list[int] | None]:
+        return dict(_statuses(_files(self.graph, self.pins)))
+
+    def compute(
+        self,
+        archs: tuple[str, ...],
+        variables: Mapping[str, str] | None = None,
+        closures: Mapping[str, str] | None = None,
+    ) -> dict[str, keys.StageKey]:
+        """``keys.compute`` of the graph and pins with these, from the folder when an earlier
+        run computed it from the same inputs, else computed and kept there."""
+        graph, pins = self.graph, self.pins
+        fingerprint, trusted = self._fingerprint(archs, variables, closures)
+        if not trusted:
+            return keys.compute(graph, pins, archs, variables, closures)
+        path = self.folder / f"{fingerprint}.json"
+        found = _read(path, graph)
+        if found is not None:
+            return found
+        computed = keys.compute(graph, pins, archs, variables, closures)
+        _write(path, computed)
+        return computed
+
+    def _fingerprint(
+        self,
+        archs: tuple[str, ...],
+        variables: Mapping[str, str] | None,
+        closures: Mapping[str, str] | None,
+    ) -> tuple[str, bool]:
+        """The fingerprint of the inputs, and whether it can be trusted: every file among
+        them there, and changed last ``SETTLED`` seconds before this process loaded its code."""
+        statuses = self._statuses
+        known = [status for status in statuses.values() if status is not None]
+        changed = max((max(status[2:]) for status in known), default=0)
+        trusted = len(known) == len(statuses) and changed < LOADED - SETTLED * 1e9
+        document = {
+            "format": FORMAT,
+            "python": sys.version,
+            "root": str(ROOT),
+            "graph": repr(tuple(self.graph)),  # frozen dataclasses of tuples: the same each run
+            "pins": repr(self.pins),
+            "archs": list(archs),
+            "variables": dict(sorted((variables or {}).items())),
+            "closures": dict(sorted((closures or {}).items())),
+            "files": statuses,
+        }
+        text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest(), trusted
 
 
 def _files(graph: Graph, pins: Pins) -> list[Path]:

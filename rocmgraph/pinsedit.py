@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomli
 import tomlkit
 
 from rocmgraph.errors import PinsError
@@ -37,6 +36,11 @@ class Change:
 def apply(text: str, changes: list[Change]) -> str:
     """``text`` (a pins file) with each changed value set; every comment and space kept."""
     document = tomlkit.parse(text)
+    _set(document, changes)
+    return tomlkit.dumps(document)
+
+
+def _set(document: tomlkit.TOMLDocument, changes: list[Change]) -> None:
     for change in changes:
         node: Any = document
         for part in change.path[:-1]:
@@ -46,7 +50,6 @@ def apply(text: str, changes: list[Change]) -> str:
             _edit_array(current, change.new)
         else:
             node[key] = list(change.new) if isinstance(change.new, tuple) else change.new
-    return tomlkit.dumps(document)
 
 
 def _edit_array(array: tomlkit.items.Array, new: tuple[str, ...]) -> None:
@@ -68,16 +71,16 @@ def write(path: Path, changes: list[Change], *, moved_refused: bool = False) -> 
     ``moved_refused``: a value another writer changed since this one read it (its ``old``)
     is refused, not overwritten (a lock resolving the commit a bump just moved)."""
     with _locked(path):
-        text = path.read_text(encoding="utf-8")
+        document = tomlkit.parse(path.read_text(encoding="utf-8"))
         if moved_refused:
-            _refuse_moved(path, text, changes)
-        atomic_write_text(path, apply(text, changes))
+            _refuse_moved(path, document, changes)
+        _set(document, changes)
+        atomic_write_text(path, tomlkit.dumps(document))
 
 
-def _refuse_moved(path: Path, text: str, changes: list[Change]) -> None:
-    document: Any = tomli.loads(text)
+def _refuse_moved(path: Path, document: tomlkit.TOMLDocument, changes: list[Change]) -> None:
     for change in changes:
-        node = document
+        node: Any = document.unwrap()
         for part in change.path:
             node = node.get(part) if isinstance(node, dict) else None
         read = list(change.old) if isinstance(change.old, tuple) else change.old

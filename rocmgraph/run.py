@@ -98,11 +98,16 @@ class Run:
         return self._compute()
 
     def _compute(self, closures: dict[str, str] | None = None) -> dict[str, StageKey]:
-        if self._key_cache is None:
+        if self._kept is None:
             return keys_.compute(self.graph, self.pins, self.archs, self.variables, closures)
-        return keycache.compute(
-            self.graph, self.pins, self.archs, self.variables, closures, folder=self._key_cache
-        )
+        return self._kept.compute(self.archs, self.variables, closures)
+
+    @functools.cached_property
+    def _kept(self) -> keycache.KeyCache | None:
+        """The keys kept between runs, if this Run was given a folder of them."""
+        if self._key_cache is None:
+            return None
+        return keycache.KeyCache(self._key_cache, self.graph, self.pins)
 
     @functools.cached_property
     def lock(self) -> closure.LockFile:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from conftest import PINS, ROOT
 
 import stages
 from rocmgraph import keycache, keys, pins
-from rocmgraph.graph import make_graph
+from rocmgraph.graph import Graph, make_graph
 from rocmgraph.run import Options, Run
 
 GRAPH = stages.graph()
@@ -31,6 +32,29 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(keycache, "LOADED", time.time_ns())
 
 
+def kept_keys(
+    graph: Graph,
+    pins_: pins.Pins,
+    archs: tuple[str, ...],
+    variables: Mapping[str, str] | None = None,
+    closures: Mapping[str, str] | None = None,
+    *,
+    folder: Path,
+) -> dict[str, keys.StageKey]:
+    """What a Run given ``folder`` computes (each call a new Run's: its files' statuses anew)."""
+    return keycache.KeyCache(folder, graph, pins_).compute(archs, variables, closures)
+
+
+def fingerprint(
+    graph: Graph,
+    pins: pins.Pins,
+    archs: tuple[str, ...],
+    variables: Mapping[str, str] | None,
+    closures: Mapping[str, str] | None,
+) -> tuple[str, bool]:
+    return keycache.KeyCache(Path("unused"), graph, pins)._fingerprint(archs, variables, closures)
+
+
 def kept(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.json"))
 
@@ -43,10 +67,10 @@ def test_a_run_takes_the_keys_an_earlier_run_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     computed = keys.compute(GRAPH, REAL, ARCHS)
-    assert keycache.compute(GRAPH, REAL, ARCHS, folder=tmp_path) == computed
+    assert kept_keys(GRAPH, REAL, ARCHS, folder=tmp_path) == computed
     assert len(kept(tmp_path)) == 1
     monkeypatch.setattr(keys, "compute", not_computed)
-    assert keycache.compute(GRAPH, REAL, ARCHS, folder=tmp_path) == computed  # inputs too
+    assert kept_keys(GRAPH, REAL, ARCHS, folder=tmp_path) == computed  # inputs too
 
 
 def test_a_run_with_the_key_cache_has_the_keys_of_one_without(tmp_path: Path) -> None:
@@ -75,8 +99,8 @@ def test_every_input_given_by_value_moves_the_fingerprint(
     what: str, change: dict[str, object]
 ) -> None:
     given: dict[str, object] = {"graph": GRAPH, "pins": REAL, "archs": ARCHS}
-    before = keycache._fingerprint(GRAPH, REAL, ARCHS, None, None)[0]
-    after = keycache._fingerprint(**{**given, "variables": None, "closures": None, **change})[0]  # type: ignore[arg-type]
+    before = fingerprint(GRAPH, REAL, ARCHS, None, None)[0]
+    after = fingerprint(**{**given, "variables": None, "closures": None, **change})[0]  # type: ignore[arg-type]
     assert after != before, what
 
 
@@ -90,14 +114,14 @@ def test_a_file_written_again_moves_the_fingerprint_though_its_size_and_mtime_st
     template.parent.mkdir()
     template.write_text("FROM a\n")
     status = template.stat()
-    before = keycache._fingerprint(GRAPH, REAL, ARCHS, None, None)[0]
+    before = fingerprint(GRAPH, REAL, ARCHS, None, None)[0]
     time.sleep(0.05)  # past the clock's tick: kernels before 6.13 stamp ctime by it
     template.write_text("FROM b\n")
     os.utime(template, ns=(status.st_atime_ns, status.st_mtime_ns))
     assert template.stat().st_mtime_ns == status.st_mtime_ns
-    assert keycache._fingerprint(GRAPH, REAL, ARCHS, None, None)[0] != before
+    assert fingerprint(GRAPH, REAL, ARCHS, None, None)[0] != before
     template.unlink()  # and a file gone
-    assert keycache._fingerprint(GRAPH, REAL, ARCHS, None, None)[0] != before
+    assert fingerprint(GRAPH, REAL, ARCHS, None, None)[0] != before
 
 
 def test_a_file_that_came_and_went_moves_the_fingerprint_by_its_folder(
@@ -105,11 +129,11 @@ def test_a_file_that_came_and_went_moves_the_fingerprint_by_its_folder(
 ) -> None:
     monkeypatch.setattr(keycache, "ROOT", tmp_path)
     (tmp_path / "docker").mkdir()
-    before = keycache._fingerprint(GRAPH, REAL, ARCHS, None, None)[0]
+    before = fingerprint(GRAPH, REAL, ARCHS, None, None)[0]
     time.sleep(0.05)
     (tmp_path / "docker" / "extra.j2").write_text("")
     (tmp_path / "docker" / "extra.j2").unlink()
-    assert keycache._fingerprint(GRAPH, REAL, ARCHS, None, None)[0] != before
+    assert fingerprint(GRAPH, REAL, ARCHS, None, None)[0] != before
 
 
 def test_the_files_are_the_trees_the_keys_read_and_the_files_the_pins_name() -> None:
@@ -131,24 +155,24 @@ def test_a_process_whose_files_changed_since_it_loaded_them_neither_reads_nor_ke
 ) -> None:
     """Its code and templates in memory are not those on disk (a lock that ran through a
     git pull): the keys of the files there are not its keys, nor its keys theirs."""
-    keycache.compute(GRAPH, REAL, ARCHS, folder=tmp_path)
+    kept_keys(GRAPH, REAL, ARCHS, folder=tmp_path)
     (path,) = kept(tmp_path)
     monkeypatch.setattr(keycache, "LOADED", 0)  # every file changed since
     here: dict[str, keys.StageKey] = {}  # what this process computes: told apart by identity
     monkeypatch.setattr(keys, "compute", lambda *args: here)
-    assert keycache.compute(GRAPH, REAL, ARCHS, folder=tmp_path) is here
+    assert kept_keys(GRAPH, REAL, ARCHS, folder=tmp_path) is here
     assert kept(tmp_path) == [path]
     monkeypatch.setattr(keycache, "LOADED", time.time_ns())
     monkeypatch.setattr(keycache, "SETTLED", 10.0**9)  # or just before it loaded them
-    assert keycache.compute(GRAPH, REAL, ARCHS, folder=tmp_path) is here
+    assert kept_keys(GRAPH, REAL, ARCHS, folder=tmp_path) is here
 
 
 def test_keys_computed_while_a_file_they_name_is_missing_are_not_kept(tmp_path: Path) -> None:
     """It may appear while they are computed, and go again after."""
     vllm = dataclasses.replace(GRAPH["vllm"], files=("no/such/file.sh",))
     graph = make_graph([vllm if stage.name == "vllm" else stage for stage in GRAPH])
-    assert keycache._fingerprint(graph, REAL, ARCHS, None, None)[1] is False
-    assert keycache._fingerprint(GRAPH, REAL, ARCHS, None, None)[1] is True
+    assert fingerprint(graph, REAL, ARCHS, None, None)[1] is False
+    assert fingerprint(GRAPH, REAL, ARCHS, None, None)[1] is True
 
 
 @pytest.mark.parametrize("damage", ["key", "inputs", "parents", "stage missing", "not json"])
@@ -156,7 +180,7 @@ def test_kept_keys_that_do_not_hash_from_their_inputs_are_not_used(
     tmp_path: Path, damage: str
 ) -> None:
     computed = keys.compute(GRAPH, REAL, ARCHS)
-    keycache.compute(GRAPH, REAL, ARCHS, folder=tmp_path)
+    kept_keys(GRAPH, REAL, ARCHS, folder=tmp_path)
     (path,) = kept(tmp_path)
     whole = path.read_text()
     document = json.loads(whole)
@@ -172,29 +196,31 @@ def test_kept_keys_that_do_not_hash_from_their_inputs_are_not_used(
     elif damage == "stage missing":
         del document["manifest"]
     path.write_text("{" if damage == "not json" else json.dumps(document))
-    assert keycache.compute(GRAPH, REAL, ARCHS, folder=tmp_path) == computed
+    assert kept_keys(GRAPH, REAL, ARCHS, folder=tmp_path) == computed
     assert path.read_text() == whole  # kept again, whole
 
 
 def test_a_folder_that_cannot_be_written_only_costs_the_computation(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     folder = tmp_path / "file" / "keys"
-    assert keycache.compute(GRAPH, REAL, ARCHS, folder=folder) == keys.compute(GRAPH, REAL, ARCHS)
+    assert kept_keys(GRAPH, REAL, ARCHS, folder=folder) == keys.compute(GRAPH, REAL, ARCHS)
 
 
 def test_the_newest_fingerprints_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(keycache, "KEPT", 2)
     for archs in [("gfx942",), ("gfx950",), ("gfx942", "gfx950")]:
-        keycache.compute(GRAPH, REAL, archs, folder=tmp_path)
+        kept_keys(GRAPH, REAL, archs, folder=tmp_path)
     assert len(kept(tmp_path)) == 2
-    newest = keycache._fingerprint(GRAPH, REAL, ("gfx942", "gfx950"), None, None)[0]
+    newest = fingerprint(GRAPH, REAL, ("gfx942", "gfx950"), None, None)[0]
     assert tmp_path / f"{newest}.json" in kept(tmp_path)
 
 
 FINGERPRINT = """
+from pathlib import Path
 import stages
 from rocmgraph import keycache, pins
-print(keycache._fingerprint(stages.graph(), pins.load("pins.toml"), ("gfx942",), None, None)[0])
+kept = keycache.KeyCache(Path("."), stages.graph(), pins.load("pins.toml"))
+print(kept._fingerprint(("gfx942",), None, None)[0])
 """
 
 
@@ -235,3 +261,24 @@ def test_a_run_whose_keys_are_kept_renders_nothing(tmp_path: Path) -> None:
     first, second = run(), run()
     assert first[1] == "True"
     assert second == [first[0], "False"]
+
+
+def test_a_run_walks_its_files_once_for_its_keys_with_and_without_the_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closures locked, a run computes both: the no-op path takes the statuses once."""
+    walked: list[Graph] = []
+    files = keycache._files
+
+    def walk(graph: Graph, pins_: pins.Pins) -> list[Path]:
+        walked.append(graph)
+        return files(graph, pins_)
+
+    monkeypatch.setattr(keycache, "_files", walk)
+    kept_ = keycache.KeyCache(tmp_path, GRAPH, REAL)
+    open_ = kept_.compute(ARCHS)
+    sealed = kept_.compute(ARCHS, closures={"vllm": "0" * 64})
+    assert walked == [GRAPH]
+    assert open_ == keys.compute(GRAPH, REAL, ARCHS)
+    assert sealed == keys.compute(GRAPH, REAL, ARCHS, closures={"vllm": "0" * 64})
+    assert open_["vllm"].key != sealed["vllm"].key

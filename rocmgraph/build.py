@@ -29,7 +29,7 @@ from rocmgraph.fsutil import owned
 from rocmgraph.ledger import LEDGER, Entry, Status
 from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.progress import CONSOLE
-from rocmgraph.recipe import CCACHE_SECRET, CLOSURE_PYTHON, PIP_SECRET
+from rocmgraph.recipe import CCACHE_SECRET, CLOSURE_LINKS, PIP_SECRET
 from rocmgraph.run import Run
 
 if TYPE_CHECKING:
@@ -582,7 +582,7 @@ def secret_texts(
     if report:  # verbose: the reports of the pips that install isolated builds' requirements
         pip += "verbose = 1\n[install]\nreport = -\n"
     if sealed:
-        pip = f"[global]\nno-index = true\nfind-links = {CLOSURE_PYTHON}\n"
+        pip = f"[global]\nno-index = true\nfind-links = {CLOSURE_LINKS}\n"
     texts = {PIP_SECRET: pip}
     if run.compile_cache:
         texts[CCACHE_SECRET] = f"remote_storage = {run.compile_cache}\nreshare = true\n"

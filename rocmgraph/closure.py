@@ -21,12 +21,14 @@ one closure per stage key: a closure holds for the inputs it was built from and 
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import tomli
 
@@ -41,6 +43,11 @@ _APT = re.compile(
 )
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 CLIPPED = "[output clipped, log limit"  # BuildKit stops a step's output at 2 MiB by default
+# Beside a sealed stage's closure files, the hashes the lock gives them, in the form pip and
+# apt check a file against as they take it: a file changed after the host checked it (the
+# context hard-links the store's) fails the step, named, instead of being installed.
+LINKS = "python/index.html"  # pip's find-links page: each link ends in #sha256=<locked hash>
+SUMS = "apt/SHA256SUMS"  # sha256sum's format; the sealed apt step writes its Packages from it
 
 
 @dataclass(frozen=True, order=True)
@@ -73,6 +80,24 @@ class Closure:
             [getattr(item, name) for name in Fetched.__dataclass_fields__] for item in self.files
         ]
         return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+    def links_page(self) -> str:
+        """pip's find-links page of its Python files. pip checks a file against its link's
+        hash before it installs it; ``--require-hashes`` cannot serve here, since it also
+        wants hashes for the wheels other stages build (pip#10362), and a constraint's hash
+        does not count (pip#12956)."""
+        links = [
+            f'<a href="{html.escape(quote(item.file))}#sha256={item.sha256}">'
+            f"{html.escape(item.file)}</a>"
+            for item in self.files
+            if item.kind == "python"
+        ]
+        return "<!DOCTYPE html>\n<html><body>\n" + "\n".join(links) + "\n</body></html>\n"
+
+    def sums(self) -> str:
+        """Its Debian files' hashes, as ``sha256sum`` writes them: apt checks each file it
+        installs against the hash the sealed step's Packages index gives it from here."""
+        return "".join(f"{item.sha256}  {item.file}\n" for item in self.files if item.kind == "apt")
 
 
 def receipts(lines: Iterable[str]) -> tuple[Fetched, ...]:

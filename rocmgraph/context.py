@@ -9,7 +9,8 @@ Layout, relative to the context root:
 - ``docker/...``: the recipe files the stage copies in, at their repository paths;
 - ``build.json``: the provenance of the build, for the manifest stage;
 - ``closure/<stage>/python/``, ``closure/<stage>/apt/``: a sealed stage's closure (what its
-  build fetched, rocmgraph/closure.py), each file from the store, checked by sha256.
+  build fetched, rocmgraph/closure.py), each file from the store, checked by sha256, with
+  the hashes pip and apt check each file against again as they install it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rocmgraph import keys, patches, provenance
-from rocmgraph.closure import KINDS
+from rocmgraph.closure import KINDS, LINKS, SUMS
 from rocmgraph.engine import Engine
 from rocmgraph.errors import FetchError, LockError
 from rocmgraph.fsutil import git_modes
@@ -102,6 +103,8 @@ def _closure(run: Run, store: Store, name: str, dest: Path) -> None:
         what = f"stage {name}: {item.name} {item.version} (its closure)"
         stored = store.fetch(item.url, item.file, item.sha256, what)
         _link(stored.path, dest / item.kind / item.file)
+    (dest / LINKS).write_text(sealed.links_page(), encoding="utf-8")
+    (dest / SUMS).write_text(sealed.sums(), encoding="utf-8")
 
 
 def _wheels(pins: Pins, store: Store, dest: Path) -> None:

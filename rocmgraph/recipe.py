@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmgraph.archs import KNOWN_ARCHS
+from rocmgraph.closure import LINKS, SUMS
 from rocmgraph.errors import PinsError, RenderError
 from rocmgraph.graph import Stage
 from rocmgraph.kinds import SEPARATORS
@@ -33,7 +34,7 @@ PIP_SECRET = "pip.conf"
 # Where a sealed stage's closure is mounted: a folder every base image has, since BuildKit
 # (before 0.10) leaves a mount point it had to make in the image, which an open build lacks.
 CLOSURE = "/mnt"
-CLOSURE_PYTHON = f"{CLOSURE}/python"  # where a sealed stage's pip finds its closure
+CLOSURE_LINKS = f"{CLOSURE}/{LINKS}"  # where a sealed stage's pip finds its closure, by hash
 CCACHE_SECRET = "ccache.conf"
 SOURCE_DATE_EPOCH = 315532800  # 1980-01-01: what a rebuild stamps on what it makes
 
@@ -131,7 +132,8 @@ def _environment() -> jinja2.Environment:
     env.globals["pip"] = f"--mount=type=secret,id={PIP_SECRET}"
     env.globals["pip_secret"] = PIP_SECRET
     env.globals["closure"] = CLOSURE
-    env.globals["closure_python"] = CLOSURE_PYTHON
+    env.globals["closure_links"] = CLOSURE_LINKS
+    env.globals["closure_sums"] = f"{CLOSURE}/{SUMS}"
     # SOURCE_DATE_EPOCH (an ARG too: for the build only) makes what pip installs the same
     # bytes in a rebuild: bytecode checked by hash, not stamped with the time of the install,
     # and wheels (zips) dated 1980-01-01, the first time a zip can say.

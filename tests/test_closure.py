@@ -113,6 +113,25 @@ def test_an_epoch_in_a_deb_file_name_is_read_back() -> None:
     assert (fetched.name, fetched.version) == ("p", "1:2.0-1")
 
 
+def test_a_sealed_build_is_given_the_locked_hashes_in_the_forms_pip_and_apt_check() -> None:
+    files = (
+        Fetched("apt", "cpp-12", "12.2.0-14", "cpp-12_12.2.0-14_amd64.deb", "u", SHA["cpp"]),
+        Fetched("python", "alpha", "1.0+r", "alpha-1.0+r-py3-none-any.whl", "v", SHA["alpha"]),
+        Fetched("python", "beta", "2", "beta<2>.tar.gz", "http://p/b", SHA["beta"]),
+    )
+    sealed = Closure("base", "1" * 64, files)
+    assert sealed.links_page().splitlines() == [
+        "<!DOCTYPE html>",
+        "<html><body>",
+        f'<a href="alpha-1.0%2Br-py3-none-any.whl#sha256={SHA["alpha"]}">'
+        "alpha-1.0+r-py3-none-any.whl</a>",
+        f'<a href="beta%3C2%3E.tar.gz#sha256={SHA["beta"]}">beta&lt;2&gt;.tar.gz</a>',
+        "</body></html>",
+    ]
+    assert sealed.sums() == f"{SHA['cpp']}  cpp-12_12.2.0-14_amd64.deb\n"
+    assert Closure("prune", "2" * 64, ()).sums() == ""
+
+
 def test_the_lock_file_keeps_closures_by_stage_and_key_and_reads_them_back(
     tmp_path: Path,
 ) -> None:

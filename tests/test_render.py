@@ -210,10 +210,13 @@ def test_a_sealed_stage_takes_pip_and_apt_packages_from_its_closure_only(pins_te
     assert "echo 'deb [trusted=yes] file:/mnt/apt ./' > /tmp/closure-apt.list" in rocm
     assert "target=/var/lib/apt/lists" not in rocm  # no list from a repository with a network
     assert "apt-get install -y --no-install-recommends rocm \\\n" in rocm  # as open: same resolve
+    # apt checks each file against the lock's hash, which its Packages index takes
+    assert '"$sha256"; \\\n    done < /mnt/apt/SHA256SUMS > Packages' in rocm
     wheels = render(GRAPH["wheels"], plain, BOTH, sealed=True)
     pip = "--mount=type=bind,source=closure/wheels,target=/mnt"
     assert f"    --mount=type=secret,id=pip.conf {pip} --mount=type=cache" in wheels
-    assert "pip install --find-links /tmp/wheels --find-links /mnt/python apex " in wheels
+    links = "--find-links /mnt/python/index.html"  # pip checks each file against its link's hash
+    assert f"pip install --find-links /tmp/wheels {links} apex " in wheels
     parse(rocm), parse(wheels)  # BuildKit's grammar takes them
 
 

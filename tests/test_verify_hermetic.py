@@ -9,6 +9,7 @@ results of some steps, which a later cold build would build past (test_verify.py
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -85,6 +86,7 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
         locked_refuses_a_stage_without_a_closure(world, tmp_path)
         a_cold_build_with_no_index_and_no_network(world, tmp_path, opened, sealed)
         a_stage_not_built_is_locked_under_its_key(world, tmp_path)
+        a_closure_file_changed_unseen_by_its_stamp_fails_its_step(world, tmp_path, opened, sealed)
         a_closure_that_lacks_a_file_fails_the_build_naming_it(world, tmp_path, opened)
     finally:
         listed = (
@@ -215,6 +217,41 @@ def a_stage_not_built_is_locked_under_its_key(world: E2E, tmp_path: Path) -> Non
     built = world.build("gfx942", tag)
     assert built.returncode == 0, built.stdout + built.stderr
     assert labels(f"verl-sealed/manifest:{sealed}")["org.verl-rocm-graph.hermetic"] == "true"
+
+
+def a_closure_file_changed_unseen_by_its_stamp_fails_its_step(
+    world: E2E, tmp_path: Path, opened: dict[str, str], sealed: dict[str, str]
+) -> None:
+    """A file of a closure changed in the store with its size, mtime and inode kept (a bad
+    disk, or a hand through the context's hard link): the store's stamp cannot tell, but pip
+    and apt check each file against the lock's hash as they take it, and the step fails."""
+    lock = closure.load(tmp_path / "pins.lock.toml")
+    store = Store(default_cache())
+    for stage, package, said in (
+        ("base", "ccache", "E: Failed to fetch file:/mnt/apt/./{file}  Hash Sum mismatch"),
+        ("verl", "megatron-core", "Expected sha256 {sha256}"),
+    ):
+        (item,) = [i for i in lock.closures[stage, opened[stage]].files if i.name == package]
+        path = store.path(item.sha256, item.file)
+        ref = f"verl-sealed/{stage}:{sealed[stage]}"
+        kept = f"verl-sealed/kept:{stage}"
+        docker("tag", ref, kept)
+        docker("image", "rm", ref)  # not built: the build runs its steps again
+        data, status = path.read_bytes(), path.stat()
+        with path.open("r+b") as changed:  # in place: its inode kept
+            changed.seek(len(data) // 2)
+            changed.write(bytes([data[len(data) // 2] ^ 0xFF]))
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+        try:
+            failed = world.build("gfx942", target=f"build:{stage}")
+        finally:
+            path.write_bytes(data)
+            os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+            docker("tag", kept, ref)
+            docker("image", "rm", kept)
+        assert failed.returncode == 1, stage
+        quoted = item.url.rsplit("/", 1)[-1]  # as apt writes the file's name: ccache_4.8%2b...
+        assert said.format(file=quoted, sha256=item.sha256) in failed.stderr, failed.stderr
 
 
 def a_closure_that_lacks_a_file_fails_the_build_naming_it(

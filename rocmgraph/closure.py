@@ -21,7 +21,6 @@ one closure per stage key: a closure holds for the inputs it was built from and 
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -86,12 +85,9 @@ class Closure:
         hash before it installs it; ``--require-hashes`` cannot serve here, since it also
         wants hashes for the wheels other stages build (pip#10362), and a constraint's hash
         does not count (pip#12956)."""
-        links = [
-            f'<a href="{html.escape(quote(item.file))}#sha256={item.sha256}">'
-            f"{html.escape(item.file)}</a>"
-            for item in self.files
-            if item.kind == "python"
-        ]
+        names = [(quote(item.file), item.sha256) for item in self.files if item.kind == "python"]
+        # quoted, a name holds no character HTML would read: < > & " ' are %-escapes
+        links = [f'<a href="{name}#sha256={sha256}">{name}</a>' for name, sha256 in names]
         return "<!DOCTYPE html>\n<html><body>\n" + "\n".join(links) + "\n</body></html>\n"
 
     def sums(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
 # Names are short: a word far longer than any is a paste, not a typo (and difflib
@@ -14,6 +13,8 @@ def closest(word: str, choices: Sequence[str]) -> str | None:
     """The choice ``word`` is most likely a typo of, or None."""
     if len(word) > _TYPO_LENGTH:
         return None
+    import difflib  # here: only a misspelt name needs it, and every run imports this module
+
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return close[0] if close else None
 

@@ -124,8 +124,8 @@ def test_a_sealed_build_is_given_the_locked_hashes_in_the_forms_pip_and_apt_chec
         "<!DOCTYPE html>",
         "<html><body>",
         f'<a href="alpha-1.0%2Br-py3-none-any.whl#sha256={SHA["alpha"]}">'
-        "alpha-1.0+r-py3-none-any.whl</a>",
-        f'<a href="beta%3C2%3E.tar.gz#sha256={SHA["beta"]}">beta&lt;2&gt;.tar.gz</a>',
+        "alpha-1.0%2Br-py3-none-any.whl</a>",
+        f'<a href="beta%3C2%3E.tar.gz#sha256={SHA["beta"]}">beta%3C2%3E.tar.gz</a>',
         "</body></html>",
     ]
     assert sealed.sums() == f"{SHA['cpp']}  cpp-12_12.2.0-14_amd64.deb\n"

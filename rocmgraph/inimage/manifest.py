@@ -15,7 +15,6 @@ uses the standard library only. The engine redacts its logs with the same rule.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -44,6 +43,8 @@ def redact(environ: Mapping[str, str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    import argparse  # here: the engine module imports this one for its names, every run
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--version", required=True)

@@ -29,7 +29,6 @@ the standard library only.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -138,6 +137,8 @@ def _walk(root: str) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str]) -> int:
+    import argparse  # here: every run of the graph imports KNOWN_ARCHS, none this command line
+
     parser = argparse.ArgumentParser(description="Remove GPU kernel files of other archs.")
     parser.add_argument("--keep", required=True, help="archs to keep, e.g. gfx942,gfx950")
     parser.add_argument("--report", help="write what was removed here, as JSON")

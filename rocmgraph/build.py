@@ -580,7 +580,10 @@ def secret_texts(
     too)."""
     pip = f"[global]\nindex-url = {index}\n"
     if report:  # verbose: the reports of the pips that install isolated builds' requirements
-        pip += "verbose = 1\n[install]\nreport = -\n"
+        # `pip wheel` (a source stage's compile, which fetches nothing) stays quiet: an hour of
+        # compiler lines would pass the 2 MiB of a step's output BuildKit keeps, cutting the
+        # reports. Here, not in the recipe, where it would move every source stage's key.
+        pip += "verbose = 1\n[install]\nreport = -\n[wheel]\nverbose = 0\n"
     if sealed:
         pip = f"[global]\nno-index = true\nfind-links = {CLOSURE_LINKS}\n"
     texts = {PIP_SECRET: pip}

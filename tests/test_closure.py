@@ -9,9 +9,11 @@ import pytest
 
 import stages
 from rocmgraph import closure, explain, unlocked
+from rocmgraph.build import secret_texts
 from rocmgraph.closure import Closure, Fetched, LockFile
 from rocmgraph.errors import LockError
 from rocmgraph.lock import check_closures
+from rocmgraph.recipe import PIP_SECRET
 from rocmgraph.run import Options, Run
 from rocmgraph.unlocked import Package
 
@@ -130,6 +132,16 @@ def test_a_sealed_build_is_given_the_locked_hashes_in_the_forms_pip_and_apt_chec
     ]
     assert sealed.sums() == f"{SHA['cpp']}  cpp-12_12.2.0-14_amd64.deb\n"
     assert Closure("prune", "2" * 64, ()).sums() == ""
+
+
+def test_a_lock_builds_pip_reports_every_install_and_compiles_quietly() -> None:
+    run = Run(Options(pins=str(Path(__file__).parents[1] / "pins.toml")), stages.graph())
+    texts = secret_texts(run, INDEX, report=True)
+    assert texts[PIP_SECRET] == (  # verbose for isolated builds' reports; `pip wheel` quiet
+        f"[global]\nindex-url = {INDEX}\nverbose = 1\n[install]\nreport = -\n[wheel]\nverbose = 0\n"
+    )
+    sealed = secret_texts(run, INDEX, sealed=True)[PIP_SECRET]
+    assert sealed == "[global]\nno-index = true\nfind-links = /mnt/python/index.html\n"
 
 
 def test_the_lock_file_keeps_closures_by_stage_and_key_and_reads_them_back(

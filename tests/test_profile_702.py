@@ -278,8 +278,7 @@ def test_a_build_that_reads_its_version_from_git_stops_on_an_empty_one(
     run = Run(run.options, run.stages)  # the pins file changed: read it again
     dockerfile = (prepare(run, "vllm", tmp_path / "ctx") / "Dockerfile").read_text()
     assert (
-        "    && PIP_VERBOSE=0 SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.11.1rc2 "
-        "VLLM_VERSION_OVERRIDE=0.11.1rc2 "
+        "    && SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.11.1rc2 VLLM_VERSION_OVERRIDE=0.11.1rc2 "
         "pip wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\"
     ) in dockerfile.splitlines()
     base = prepare(run, "base", tmp_path / "base")  # the deadsnakes key, by its hash

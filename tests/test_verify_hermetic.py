@@ -224,29 +224,37 @@ def a_closure_file_changed_unseen_by_its_stamp_fails_its_step(
 ) -> None:
     """A file of a closure changed in the store with its size, mtime and inode kept (a bad
     disk, or a hand through the context's hard link): the store's stamp cannot tell, but pip
-    and apt check each file against the lock's hash as they take it, and the step fails."""
+    and apt check each file against the lock's hash as they take it, and the step fails.
+    The store changed is a copy of the machine's (its files linked, the changed one a file
+    of its own), so that no other build, and no later one, meets the change."""
     lock = closure.load(tmp_path / "pins.lock.toml")
-    store = Store(default_cache())
+    cache = tmp_path / "cache"
+    shutil.copytree(default_cache(), cache, symlinks=True, copy_function=os.link)
+    store = Store(cache)
     for stage, package, said in (
         ("base", "ccache", "E: Failed to fetch file:/mnt/apt/./{file}  Hash Sum mismatch"),
         ("verl", "megatron-core", "Expected sha256 {sha256}"),
     ):
         (item,) = [i for i in lock.closures[stage, opened[stage]].files if i.name == package]
         path = store.path(item.sha256, item.file)
-        ref = f"verl-sealed/{stage}:{sealed[stage]}"
-        kept = f"verl-sealed/kept:{stage}"
-        docker("tag", ref, kept)
-        docker("image", "rm", ref)  # not built: the build runs its steps again
-        data, status = path.read_bytes(), path.stat()
+        data = path.read_bytes()
+        path.unlink()  # the link to the machine's store goes: a file of its own, checked
+        path.write_bytes(data)
+        assert store.fetch(item.url, item.file, item.sha256, package).path == path
+        status = path.stat()
         with path.open("r+b") as changed:  # in place: its inode kept
             changed.seek(len(data) // 2)
             changed.write(bytes([data[len(data) // 2] ^ 0xFF]))
         os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+        ref = f"verl-sealed/{stage}:{sealed[stage]}"
+        kept = f"verl-sealed/kept:{stage}"
+        docker("tag", ref, kept)
         try:
-            failed = world.build("gfx942", target=f"build:{stage}")
+            docker("image", "rm", ref)  # not built: the build runs its steps again
+            failed = world.build(
+                "gfx942", target=f"build:{stage}", env={"VERL_GRAPH_CACHE": str(cache)}
+            )
         finally:
-            path.write_bytes(data)
-            os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
             docker("tag", kept, ref)
             docker("image", "rm", kept)
         assert failed.returncode == 1, stage

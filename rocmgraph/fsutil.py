@@ -14,12 +14,17 @@ from pathlib import Path
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path``: readers see the old file or the new one, never a mix."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``: readers see the old file or the new one, never a mix."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+        "wb", dir=path.parent, prefix=f".{path.name}.", delete=False
     ) as tmp:
         try:
-            tmp.write(text)
+            tmp.write(data)
             tmp.flush()
             os.fsync(tmp.fileno())
         except BaseException:

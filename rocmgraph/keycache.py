@@ -39,6 +39,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from rocmgraph import keys, kinds
+from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.graph import Graph
 from rocmgraph.layout import ROOT
 from rocmgraph.pins import Pins
@@ -193,13 +194,7 @@ def _write(path: Path, computed: Mapping[str, keys.StageKey]) -> None:
         name: {"key": key.key, "inputs": key.inputs.as_json()} for name, key in computed.items()
     }
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(f".{os.getpid()}.tmp")
-        try:
-            scratch.write_text(json.dumps(document, sort_keys=True))
-            scratch.replace(path)
-        finally:
-            scratch.unlink(missing_ok=True)
+        atomic_write_text(path, json.dumps(document, sort_keys=True))
         _trim(path.parent)
 
 

@@ -79,8 +79,9 @@ def write(path: Path, changes: list[Change], *, moved_refused: bool = False) -> 
 
 
 def _refuse_moved(path: Path, document: tomlkit.TOMLDocument, changes: list[Change]) -> None:
+    plain = document.unwrap()  # once: it copies the whole document
     for change in changes:
-        node: Any = document.unwrap()
+        node: Any = plain
         for part in change.path:
             node = node.get(part) if isinstance(node, dict) else None
         read = list(change.old) if isinstance(change.old, tuple) else change.old

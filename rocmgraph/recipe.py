@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import shlex
 import types
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rocmgraph.archs import KNOWN_ARCHS
 from rocmgraph.closure import LINKS, SUMS
 from rocmgraph.errors import PinsError, RenderError
+from rocmgraph.fsutil import atomic_write_bytes
 from rocmgraph.graph import Stage
 from rocmgraph.kinds import SEPARATORS
 from rocmgraph.layout import DOCKER
@@ -35,6 +35,7 @@ PIP_SECRET = "pip.conf"
 # (before 0.10) leaves a mount point it had to make in the image, which an open build lacks.
 CLOSURE = "/mnt"
 CLOSURE_LINKS = f"{CLOSURE}/{LINKS}"  # where a sealed stage's pip finds its closure, by hash
+CLOSURE_SUMS = f"{CLOSURE}/{SUMS}"  # and its apt, the locked hashes of its Debian files
 CCACHE_SECRET = "ccache.conf"
 SOURCE_DATE_EPOCH = 315532800  # 1980-01-01: what a rebuild stamps on what it makes
 
@@ -67,14 +68,7 @@ def _compiled_templates(folder: Path) -> jinja2.BytecodeCache:
 
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
             with contextlib.suppress(OSError):
-                folder.mkdir(parents=True, exist_ok=True)
-                scratch = self._path(bucket).with_suffix(f".{os.getpid()}.tmp")
-                try:
-                    with scratch.open("wb") as out:
-                        bucket.write_bytecode(out)
-                    scratch.replace(self._path(bucket))
-                finally:
-                    scratch.unlink(missing_ok=True)
+                atomic_write_bytes(self._path(bucket), bucket.bytecode_to_string())
 
     return CompiledTemplates()
 
@@ -133,7 +127,7 @@ def _environment() -> jinja2.Environment:
     env.globals["pip_secret"] = PIP_SECRET
     env.globals["closure"] = CLOSURE
     env.globals["closure_links"] = CLOSURE_LINKS
-    env.globals["closure_sums"] = f"{CLOSURE}/{SUMS}"
+    env.globals["closure_sums"] = CLOSURE_SUMS
     # SOURCE_DATE_EPOCH (an ARG too: for the build only) makes what pip installs the same
     # bytes in a rebuild: bytecode checked by hash, not stamped with the time of the install,
     # and wheels (zips) dated 1980-01-01, the first time a zip can say.

@@ -95,6 +95,20 @@ def audit_pins(run: Run, outside: Outside) -> list[Row]:
     return rows
 
 
+def _subtree(history: History, name: str, source: GitSource, commit: str) -> list[str]:
+    """What is wrong with a source's folder pin: the folder's tree id is all its stage's
+    key covers of the source, so it must be the folder's at the commit."""
+    tree = history.tree_id(commit, source.subtree)
+    if tree is None:
+        return [f"has no folder {source.subtree}/ ([sources.{name}].subtree)"]
+    if tree != source.tree:
+        return [
+            f"[sources.{name}].tree {source.tree or '(empty)'} is not {source.subtree}/ at "
+            f'this commit, which is {tree}: set tree = "{tree}"'
+        ]
+    return []
+
+
 def _source(sources: SourceCache, name: str, source: GitSource) -> Row:
     row = Row(Pinned.COMMIT, format_path(("sources", name, "commit")), source.commit)
     row.full_length = bool(FULL.fullmatch(source.commit))
@@ -125,6 +139,8 @@ def _source(sources: SourceCache, name: str, source: GitSource) -> Row:
     if on_branch:
         row.behind = history.behind(commit)
     row.age_days = history.age_days(commit)
+    if source.subtree:
+        row.problems += _subtree(history, name, source, commit)
     if source.patches:
         pinned = dataclasses.replace(source, commit=commit)
         try:

@@ -67,6 +67,9 @@ class Bump:
     missing: list[Verdict] = field(default_factory=list)  # paths the recipe names, gone
     notes: list[str] = field(default_factory=list)  # values only you can set
     unknown: str = ""  # why it could not be checked
+    commit: str = ""  # the commit it moves to
+    history: History | None = None  # its repository's, for the sources that move with it
+    held: str = ""  # why it waits for a source it moves with, which stopped
 
     @property
     def stopped(self) -> str:
@@ -81,17 +84,24 @@ class Bump:
                 f"{len(self.missing)} path{'s' if many else ''} the recipe names "
                 f"{'are' if many else 'is'} missing"
             )
+        if self.held:
+            reasons.append(self.held)
         return " and ".join(reasons)
 
 
-def bump_source(run: Run, outside: Outside, name: str, to: str = "") -> Bump:
+def bump_source(
+    run: Run, outside: Outside, name: str, to: str = "", history: History | None = None
+) -> Bump:
+    """Bump source ``name`` to ``to`` (else upstream's head); ``history``: its repository's,
+    fetched already (a source that moves with another reads the other's)."""
     source = run.pins.sources[name]
     sources = outside.sources(run.pins)
-    history = History(sources, name, source)
-    try:
-        history.fetch()
-    except FetchError as exc:
-        return Bump(name, f"{name}: not checked", unknown=str(exc))
+    if history is None:
+        history = History(sources, name, source)
+        try:
+            history.fetch()
+        except FetchError as exc:
+            return Bump(name, f"{name}: not checked", unknown=str(exc))
     new = history.resolve(to) if to else history.head()
     if new is None:
         raise VariableError(f"bump {name}: to={to} names no commit or tag of {sources.url(source)}")
@@ -106,7 +116,7 @@ def bump_source(run: Run, outside: Outside, name: str, to: str = "") -> Bump:
         + (f"{len(between)} commits" if old else "history unknown")
         + (f", {url}" if (url := compare_url(source.repo, old or "", new)) and old else "")
     )
-    bump = Bump(name, headline)
+    bump = Bump(name, headline, commit=new, history=history)
     moved = dataclasses.replace(source, commit=new)
     try:
         statuses = patches.check_source(sources, name, moved)
@@ -122,6 +132,9 @@ def bump_source(run: Run, outside: Outside, name: str, to: str = "") -> Bump:
         Verdict(pin, Outcome.CONFLICTS, where(path, folder)) for pin, path, folder in missing
     ]
     bump.changes.append(Change(("sources", name, "commit"), source.commit, new))
+    tree = history.tree_id(new, source.subtree) if source.subtree else None
+    if tree is not None and tree != source.tree:  # the folder it builds changed: it rebuilds
+        bump.changes.append(Change(("sources", name, "tree"), source.tree, tree))
     tag = to if to and history.is_tag(to) else ""
     if tag != source.tag:
         bump.changes.append(Change(("sources", name, "tag"), source.tag, tag))
@@ -130,6 +143,61 @@ def bump_source(run: Run, outside: Outside, name: str, to: str = "") -> Bump:
         bump.changes.append(Change(("sources", name, "patches"), source.patches, kept))
     _version(bump, history, name, source, new)
     return bump
+
+
+def together(pins: Pins, name: str) -> list[str]:
+    """The other sources pinned to ``name``'s repository at its commit (SGLang and its
+    sgl-kernel folder): one checkout upstream, so a bump of any moves them all."""
+    source = pins.sources[name]
+    return [
+        other
+        for other, pinned in pins.sources.items()
+        if other != name
+        and source.commit
+        and (pinned.repo, pinned.commit) == (source.repo, source.commit)
+    ]
+
+
+def _bump_together(run: Run, outside: Outside, name: str, to: str) -> list[Bump]:
+    """``name`` and each source that moves with it, bumped to one commit: the whole tree's
+    source first (SGLang before its sgl-kernel folder), whichever was asked for."""
+    group = [name, *together(run.pins, name)]
+    name = next((each for each in group if not run.pins.sources[each].subtree), name)
+    first = bump_source(run, outside, name, to)
+    bumps = [first]
+    for other in (each for each in group if each != name):
+        if first.history is None:  # upstream out of reach: the same for both
+            bumps.append(Bump(other, f"{other}: not checked", unknown=first.unknown))
+            continue
+        follower = bump_source(run, outside, other, first.commit or to, first.history)
+        follower.headline += f" (with {name}: one repository, one commit)"
+        bumps.append(follower)
+    _hold(bumps)
+    return bumps
+
+
+def _hold(bumps: list[Bump]) -> None:
+    """Sources that move together are written together or not at all: one that could not
+    be checked holds the others back, one that stopped too (unless forced)."""
+    unknown = [bump.name for bump in bumps if bump.unknown]
+    stopped = [bump.name for bump in bumps if bump.stopped]
+    for bump in bumps:
+        if unknown and bump.name not in unknown:
+            bump.unknown = f"moves with {', '.join(unknown)}, which could not be checked"
+            bump.changes = []
+        elif stopped and bump.name not in stopped:
+            bump.held = f"it moves with {', '.join(stopped)}, which stopped"
+
+
+def _bumps(run: Run, outside: Outside, names: list[str], to: str) -> list[Bump]:
+    """Each of ``names`` bumped, and what moves with it, once."""
+    bumps: list[Bump] = []
+    for name in dict.fromkeys(names):
+        if name == "base":
+            bumps.append(bump_base(run, outside.http))
+        elif name not in {bump.name for bump in bumps}:  # else it moved with another already
+            bumps += _bump_together(run, outside, name, to)
+    return bumps
 
 
 def _verdict(
@@ -168,6 +236,8 @@ def _missing_paths(
         for target, origin in source.overlay.items()
     ]
     named += [(format_path(("sources", name, "subdirs")), d, True) for d in source.subdirs]
+    if source.subtree:
+        named.append((format_path(("sources", name, "subtree")), source.subtree, True))
     named += [
         (format_path(("sources", name, "requirements")), r, False) for r in source.requirements
     ]
@@ -254,10 +324,7 @@ def run_bump(
                 f"bump:{name}: {run.options.pins} pins no [sources.{name}]; its sources: "
                 f"{', '.join(sorted(run.pins.sources))}"
             )
-    bumps = [
-        bump_base(run, outside.http) if name == "base" else bump_source(run, outside, name, to)
-        for name in names
-    ]
+    bumps = _bumps(run, outside, names, to)
     lines: list[str] = []
     changes: list[Change] = []
     for bump in bumps:

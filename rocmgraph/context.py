@@ -3,7 +3,9 @@
 Layout, relative to the context root:
 - ``Dockerfile``: the rendered recipe;
 - ``src/<name>/``: each source at its pinned commit (no .git), its patches
-  applied; a conflicting patch stops here, before any compile starts;
+  applied; a conflicting patch stops here, before any compile starts. A stage that builds
+  one folder of it (its ``subtree``) gets that folder alone, at its path, once its tree id
+  is checked against the pin;
 - ``wheels/``: the pinned wheels and a ``requirements.txt`` with their hashes;
 - ``rocm.gpg.key``: the apt key, checked against its sha256;
 - ``docker/...``: the recipe files the stage copies in, at their repository paths;
@@ -30,7 +32,7 @@ from rocmgraph.layout import ROOT
 from rocmgraph.outside import Outside
 from rocmgraph.outside.sources import copy_tree
 from rocmgraph.outside.store import Store
-from rocmgraph.pins import KeyedRepo, Pins
+from rocmgraph.pins import TREE_UNKNOWN, KeyedRepo, Pins
 from rocmgraph.recipe import render
 from rocmgraph.run import Run
 from wheels import index
@@ -65,18 +67,7 @@ def _fill(run: Run, outside: Outside, name: str, dest: Path) -> None:
         shutil.copy2(ROOT / relative, dest / relative)
     provided = name in pins.base.provides  # the base carries it: nothing to fetch or build
     for source_name in () if provided else stage.sources:
-        source = pins.sources[source_name]
-        if source.version_env and not source.version:
-            raise LockError(
-                f"source {source_name}: [sources.{source_name}].version is empty, but its "
-                f"build reads its version from {', '.join(source.version_env)} (the tree has "
-                "no .git); pin the version upstream's tag at the commit gives"
-            )
-        tree = dest / "src" / source_name
-        if tree.exists():
-            continue  # another stage of the solve took it, patched
-        copy_tree(outside.sources(pins).tree(source_name, source), tree)
-        patches.apply(tree, source.patches, source_name)
+        _source(run, outside, source_name, dest / "src" / source_name)
     if not provided:
         if Fetch.WHEELS in stage.fetches:
             _wheels(run.pins, outside.store, dest / "wheels")
@@ -90,6 +81,28 @@ def _fill(run: Run, outside: Outside, name: str, dest: Path) -> None:
     if Fetch.PROVENANCE in stage.fetches:
         record = provenance.build_json(run, name)
         (dest / "build.json").write_text(record, encoding="utf-8")
+
+
+def _source(run: Run, outside: Outside, name: str, tree: Path) -> None:
+    """Source ``name`` at its commit, patched, into ``tree``; only its folder (``subtree``),
+    at its path, where it pins one."""
+    source = run.pins.sources[name]
+    if source.version_env and not source.version:
+        raise LockError(
+            f"source {name}: [sources.{name}].version is empty, but its build reads its "
+            f"version from {', '.join(source.version_env)} (the tree has no .git); pin the "
+            "version upstream's tag at the commit gives"
+        )
+    if tree.exists():
+        return  # another stage of the solve took it, patched
+    cache = outside.sources(run.pins)
+    if source.subtree:  # its tree id checked against the pin: the key covers that id
+        if not source.tree:
+            raise LockError(f"source {name}: {TREE_UNKNOWN}")
+        copy_tree(cache.subtree(name, source), tree / source.subtree)
+    else:
+        copy_tree(cache.tree(name, source), tree)
+    patches.apply(tree, source.patches, name)
 
 
 def _closure(run: Run, store: Store, name: str, dest: Path) -> None:

@@ -26,6 +26,7 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile.rocm"
 TITLES = {  # how verl's README names its sources
     "vllm": "vLLM",
     "sglang": "SGLang",
+    "sgl_kernel": "sgl-kernel (SGLang's folder)",
     "verl": "verl",
     "flash_attention": "Flash Attention (CK)",
     "transformer_engine": "TransformerEngine",

@@ -350,6 +350,12 @@ COMMIT = Kind(
     "write the full 40-hex commit id",
     missing="no commit is pinned; `doit lock` records upstream's",
 )
+TREE = Kind(  # a folder's git tree id: "" until `doit lock` records it (pins.missing says when)
+    "tree",
+    _regex(r"[0-9a-f]{40}", "a git tree id (40 lowercase hex digits)"),
+    'write the 40-hex id `git rev-parse <commit>:<subtree>` prints, or "" for `doit lock`',
+    optional=True,
+)
 SHA256 = Kind(
     "sha256",
     _regex(r"[0-9a-f]{64}", "a sha256 (64 lowercase hex digits)"),

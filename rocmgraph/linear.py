@@ -19,13 +19,15 @@ from rocmgraph.run import Run
 
 # verl's Dockerfile.rocm (tests/fixtures/verl/Dockerfile.rocm): FROM rocm/primus (which
 # provides ROCm, the torch stack, Flash Attention, TransformerEngine and aiter), the arch
-# (ARG GPU_ARCH, line 6), causal-conv1d (13), vLLM (18), verl (30), SGLang (37), mbridge
-# (47, in the verl stage here), the runtime variables (53), the amdsmi link (56), the
-# cleanup (60). The graph's own stages go where verl's cleanup is: prune gathers the kept
-# kernels, slim removes the trees, assemble puts the kept ones back.
+# (ARG GPU_ARCH, line 6), causal-conv1d (13), vLLM (18), verl (30), SGLang (37, then its
+# sgl-kernel at 43), mbridge (47, in the verl stage here), the runtime variables
+# (53), the amdsmi link (56), the cleanup (60). The graph's own stages go where verl's
+# cleanup is: prune gathers the kept kernels, slim removes the trees, assemble puts the
+# kept ones back.
 ORDER = (
     "base", "rocm", "wheels", "aiter", "flash_attention", "transformer_engine",
-    "causal_conv1d", "vllm", "verl", "sglang", "prune", "slim", "assemble", "manifest",
+    "causal_conv1d", "vllm", "verl", "sglang", "sgl_kernel", "prune", "slim", "assemble",
+    "manifest",
 )  # fmt: skip
 
 _FROM = re.compile(r"^FROM \S+ AS \w+\n", re.MULTILINE)

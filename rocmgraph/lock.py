@@ -11,6 +11,7 @@ fails when anything is still unlocked, for CI.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -109,6 +110,13 @@ def resolve(run: Run, outside: Outside) -> Result:
             )
         if source.version_env and not source.version and commit:
             _version(sources, name, source, commit, result)
+        if source.subtree and not source.tree and commit:
+            at = dataclasses.replace(source, commit=commit)
+            result.attempt(
+                ("sources", name, "tree"),
+                "",
+                lambda name=name, at=at: sources.subtree_id(name, at),  # type: ignore[misc]
+            )
     if not pins.rocm.key_sha256:
         key_url = pins.rocm.key_url
         result.attempt(

@@ -183,6 +183,12 @@ class GitSource:
     # the image is checked to hold it at `version`.
     dist: str = _kind(kinds.optional(kinds.NAME), default="")
     submodules: bool = True
+    # A folder of the tree built alone (SGLang's sgl-kernel/): its stage's context holds that
+    # folder only, so its key covers the folder's git tree id, and the commit is only where
+    # the folder is fetched from (a location: Pins.leaves). A commit that leaves the folder
+    # alone rebuilds nothing of it; the id is checked wherever the folder is fetched.
+    subtree: str = _kind(kinds.optional(kinds.SRC_PATH), default="")
+    tree: str = _kind(kinds.TREE, default="")  # `git rev-parse <commit>:<subtree>`
     patches: tuple[str, ...] = _kind(kinds.REPO_FILE, default=(), ordered=True)
     # Build knobs for the generic source -> wheel recipe.
     requirements: tuple[str, ...] = _kind(kinds.SRC_PATH, default=())
@@ -241,6 +247,12 @@ class Cleanup:
 
     paths: tuple[str, ...] = _kind(kinds.PATH_GLOB, default=())
 
+
+# What only a source built from one folder of its tree has (SGLang's sgl-kernel/).
+SUBTREE_KNOBS = ("subtree", "tree")
+
+# Why an empty [sources.*].tree of a subtree is missing.
+TREE_UNKNOWN = "the subtree's tree id is unknown; `doit lock` records it"
 
 # Why an empty [sources.*].version with a version_env is missing.
 VERSION_FROM_GIT = (
@@ -328,6 +340,8 @@ class Pins:
         for name, source in self.sources.items():
             if source.version_env and not source.version:
                 found.append(Missing(("sources", name, "version"), VERSION_FROM_GIT))
+            if source.subtree and not source.tree:
+                found.append(Missing(("sources", name, "tree"), TREE_UNKNOWN))
         return found
 
 
@@ -634,6 +648,14 @@ def _check_relations(pins: Pins) -> None:
                 f"{shown(name)} is not a stage a base image can provide",
                 f"list only stages it carries: {', '.join(providable)}",
             )
+    for name, source in pins.sources.items():
+        if source.tree and not source.subtree:
+            raise PinsError(
+                pins.file,
+                format_path(("sources", name, "tree")),
+                f"is the tree id of a subtree, but [sources.{name}].subtree names none",
+                "set subtree to the folder it is the id of, or remove tree",
+            )
     for package in pins.python.patches:
         if package not in pins.python.stack:
             raise PinsError(
@@ -689,14 +711,20 @@ def _leaves(
 ) -> Iterator[Leaf]:
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         for spec in dataclasses.fields(node):
-            if spec.metadata.get("toml", True):
-                yield from _leaves(
-                    getattr(node, spec.name),
-                    (*path, spec.name),
-                    spec.metadata.get("kind"),
-                    spec.metadata.get("location", False),
-                    spec.metadata.get("ordered", False),
-                )
+            if not spec.metadata.get("toml", True):
+                continue
+            location = spec.metadata.get("location", False)
+            if isinstance(node, GitSource) and spec.name in SUBTREE_KNOBS and not node.subtree:
+                continue  # a whole tree: no folder, no folder id (and no key moves for them)
+            if isinstance(node, GitSource) and spec.name == "commit" and node.subtree:
+                location = True  # the folder's tree id fixes what is built, as for a repo's URL
+            yield from _leaves(
+                getattr(node, spec.name),
+                (*path, spec.name),
+                spec.metadata.get("kind"),
+                location,
+                spec.metadata.get("ordered", False),
+            )
     elif isinstance(node, Mapping):
         for key in sorted(node):
             yield from _leaves(node[key], (*path, key), kind, location, ordered)

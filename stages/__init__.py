@@ -19,6 +19,7 @@ from stages import (
     manifest,
     prune,
     rocm,
+    sgl_kernel,
     sglang,
     slim,
     transformer_engine,
@@ -29,7 +30,7 @@ from stages import (
 
 MODULES = (
     base, rocm, wheels,
-    flash_attention, transformer_engine, aiter, causal_conv1d, vllm, sglang, verl,
+    flash_attention, transformer_engine, aiter, causal_conv1d, vllm, sgl_kernel, sglang, verl,
     slim, prune, assemble, manifest,
 )  # fmt: skip
 

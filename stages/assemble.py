@@ -19,6 +19,8 @@ ARTIFACTS = {
     "causal_conv1d": ("causal_conv1d",),
     "flash_attention": ("flash_attention",),
     "sglang": ("sglang", "torch_memory_saver"),
+    # after SGLang: its patched sgl-kernel/ goes over SGLang's tree in the workspace
+    "sgl_kernel": ("sgl_kernel",),
     "transformer_engine": ("transformer_engine",),
     "vllm": ("vllm",),
 }

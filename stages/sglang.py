@@ -1,13 +1,13 @@
-"""sglang: SGLang, its sgl-kernel and torch_memory_saver, built for the target archs.
+"""sglang: SGLang's Python package and torch_memory_saver, from source, patched.
 
-sgl-kernel builds with SGLang's ROCm pyproject and setup script, patched to
-compile for every target arch rather than the one it detects.
+Its kernels are the sgl_kernel stage's, keyed by their folder alone, so a change to
+SGLang's Python rebuilds this stage and not the kernels.
 """
 
 from rocmgraph.graph import source_stage
 
 STAGE = source_stage(
     "sglang",
-    "SGLang, sgl-kernel and torch_memory_saver from source, patched, for the target archs",
+    "SGLang and torch_memory_saver from source, patched",
     sources=("sglang", "torch_memory_saver"),
 )

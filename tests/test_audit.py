@@ -10,6 +10,8 @@ from conftest import edit_toml, need, run_doit
 from servers import LoopbackServer, Registry, closed_url, commit, git
 from world import World, kernel_as_submodule
 
+from rocmgraph import pins
+
 
 def audit(world: World, *args: str) -> tuple[int, dict[str, Any], str]:
     result = run_doit("audit", f"pins={world.pins}", "format=json", *args, env=world.env)
@@ -114,6 +116,24 @@ def test_an_unreachable_upstream_is_unknown_and_exits_2(world: World, tmp_path: 
     ]
 
 
+def test_a_folder_id_that_is_not_the_folders_is_a_problem_with_its_fix(
+    world: World, tmp_path: Path
+) -> None:
+    need("docker-registry")
+    with Registry(tmp_path / "registry") as registry:
+        locked_world(world, registry)
+        tree = pins.load(world.pins).sources["sgl_kernel"].tree  # as `doit lock` recorded it
+        world.pins.write_text(
+            edit_toml(world.pins_text(), ["sources", "sgl_kernel", "tree"], "c" * 40)
+        )
+        code, document, err = audit(world)
+    assert (code, err) == (1, f"error: audit: 1 of {len(document['rows'])} pins break a policy\n")
+    assert rows(document)["[sources.sgl_kernel].commit"]["problems"] == [
+        f"[sources.sgl_kernel].tree {'c' * 40} is not sgl-kernel/ at this commit, which is "
+        f'{tree}: set tree = "{tree}"'
+    ]
+
+
 def test_a_patch_tree_that_cannot_be_fetched_is_unknown_beside_every_other_row(
     world: World, tmp_path: Path
 ) -> None:
@@ -125,11 +145,13 @@ def test_a_patch_tree_that_cannot_be_fetched_is_unknown_beside_every_other_row(
         code, document, err = audit(world)
     assert code == 2
     assert err == f"error: audit: 1 of {len(document['rows'])} pins could not be checked\n"
-    sglang = rows(document)["[sources.sglang].commit"]
-    assert (sglang["exists"], sglang["patches"], sglang["problems"]) == (True, "unknown", [])
-    assert sglang["unknown"] == [
-        f"source sglang: cannot fetch submodule sgl-kernel from {closed}/sgl-kernel.git "
+    kernel = rows(document)["[sources.sgl_kernel].commit"]
+    assert (kernel["exists"], kernel["patches"], kernel["problems"]) == (True, "unknown", [])
+    assert kernel["unknown"] == [
+        f"source sgl_kernel: cannot fetch submodule sgl-kernel from {closed}/sgl-kernel.git "
         "(connection refused); check the network, or set a mirror ([mirrors] or "
         "$VERL_GRAPH_MIRRORS)"
     ]
+    # SGLang's own patches touch its Python alone: checked without the submodule
+    assert rows(document)["[sources.sglang].commit"]["patches"] == "2 applies"
     assert rows(document)["[sources.vllm].commit"]["patches"] == "3 applies"

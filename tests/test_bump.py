@@ -56,6 +56,44 @@ def test_bump_moves_to_the_branch_head_and_changes_only_that_value(world: World)
     assert world.pins_text() == before.replace(first, head)  # every comment, byte for byte
 
 
+def with_kernel_tree(world: World) -> tuple[Path, str, str]:
+    """The world's sgl-kernel/ folder id pinned (as `doit lock` records it): the repo, the
+    pinned commit and that id."""
+    repo, first = world.repos["sglang"], world.commits["sglang"]
+    tree = git(repo, "rev-parse", f"{first}:sgl-kernel")
+    world.pins.write_text(edit_toml(world.pins_text(), ["sources", "sgl_kernel", "tree"], tree))
+    return repo, first, tree
+
+
+def test_a_commit_outside_the_folder_moves_both_pins_and_rebuilds_no_kernel(
+    world: World,
+) -> None:
+    repo, first, _ = with_kernel_tree(world)
+    head = git(repo, "rev-parse", "HEAD")  # upstream's next commit touches NEWS alone
+    before = world.pins_text()
+    code, out, err = bump(world, "bump:sgl_kernel")  # either name moves both, SGLang first
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"sglang: {first[:12]} (")
+    assert lines[4].startswith(f"sgl_kernel: {first[:12]} (")
+    assert lines[4].endswith(" (with sglang: one repository, one commit)")
+    assert "rebuilds: sglang, assemble, manifest" in lines  # not the hour of sgl-kernel
+    assert world.pins_text() == before.replace(first, head)  # the folder's id stays
+
+
+def test_a_commit_inside_the_folder_moves_its_tree_and_rebuilds_the_kernel(
+    world: World,
+) -> None:
+    repo, first, tree = with_kernel_tree(world)
+    head = commit(repo, {"sgl-kernel/csrc/moe.cu": "// a new kernel\n"}, "Add a MoE kernel")
+    moved = git(repo, "rev-parse", f"{head}:sgl-kernel")
+    before = world.pins_text()
+    code, out, err = bump(world, "bump:sglang")
+    assert code == 0, out + err
+    assert "rebuilds: sgl_kernel, sglang, assemble, manifest" in out.splitlines()
+    assert world.pins_text() == before.replace(first, head).replace(tree, moved)
+
+
 def test_bump_at_the_newest_commit_writes_nothing(world: World) -> None:
     assert bump(world, "bump:vllm")[0] == 0
     before = world.pins_text()
@@ -273,23 +311,34 @@ def test_a_moved_folder_and_its_files_are_conflicts_that_say_where_they_went(
     before = world.pins_text()
     code, out, err = bump(world, "bump:sglang")
     aot = "python/sglang/kernels/aot"
-    assert out.splitlines()[1:] == [
+    head = git(repo, "rev-parse", "HEAD")
+    lines = out.splitlines()
+    assert lines[1:5] == [
         "  applies   docker/patches/sglang/0001-layernorm-in-place-fused-add-rms-norm.patch",
         "  applies   docker/patches/sglang/0002-pyproject-no-rust-grpc-extension.patch",
+        f"  note: [sources.sglang].version still says 0.5.15: set it to the version at {head[:12]}",
+        # one repository at one commit: SGLang waits for its sgl-kernel folder
+        "  stopped: it moves with sgl_kernel, which stopped; nothing written for sglang "
+        "(force=1 writes)",
+    ]
+    assert lines[5].startswith("sgl_kernel: ")
+    assert lines[5].endswith(" (with sglang: one repository, one commit)")
+    assert lines[6:] == [
         f"  conflicts {SETUP_ROCM}: sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py",
         f"  conflicts {FP8}: sgl-kernel/include/utils.h moved to {aot}/include/utils.h",
-        '  conflicts [sources.sglang.overlay]."sgl-kernel/pyproject.toml": '
+        '  conflicts [sources.sgl_kernel.overlay]."sgl-kernel/pyproject.toml": '
         f"sgl-kernel/pyproject_rocm.toml moved to {aot}/pyproject_rocm.toml",
-        '  conflicts [sources.sglang.overlay]."sgl-kernel/setup.py": '
+        '  conflicts [sources.sgl_kernel.overlay]."sgl-kernel/setup.py": '
         f"sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py",
-        f"  conflicts [sources.sglang].subdirs: sgl-kernel/ moved to {aot}/",
-        f"  note: [sources.sglang].version still says 0.5.15: set it to the version at "
-        f"{git(repo, 'rev-parse', 'HEAD')[:12]}",
-        "  stopped: 2 patches conflict and 3 paths the recipe names are missing; "
-        "nothing written for sglang (force=1 writes)",
+        f"  conflicts [sources.sgl_kernel].subdirs: sgl-kernel/ moved to {aot}/",
+        f"  conflicts [sources.sgl_kernel].subtree: sgl-kernel/ moved to {aot}/",
+        "  stopped: 2 patches conflict and 4 paths the recipe names are missing; "
+        "nothing written for sgl_kernel (force=1 writes)",
     ]
-    assert (code, err) == (1, "error: bump stopped for sglang: conflicts at the new commit; "
-                              "see above\n")  # fmt: skip
+    assert (code, err) == (
+        1,
+        "error: bump stopped for sglang, sgl_kernel: conflicts at the new commit; see above\n",
+    )
     assert world.pins_text() == before
 
 
@@ -372,14 +421,22 @@ def test_a_new_tree_that_cannot_be_fetched_is_unknown_and_nothing_is_written(
     head = kernel_as_submodule(world, tmp_path, f"{closed}/sgl-kernel.git")
     world.pins.write_text(before)  # still pinned at the old commit; upstream moved
     code, out, err = bump(world, "bump:sglang")
-    assert (code, err) == (2, "error: bump: could not check sglang; see above\n")
+    assert (code, err) == (2, "error: bump: could not check sglang, sgl_kernel; see above\n")
     lines = out.splitlines()
     assert lines[0].startswith(f"sglang: {world.commits['sglang'][:12]} (")
     assert f" -> {head[:12]} (" in lines[0]
-    assert lines[1:] == [
-        f"  unknown: source sglang: cannot fetch submodule sgl-kernel from {closed}/sgl-kernel.git "
-        "(connection refused); check the network, or set a mirror ([mirrors] or "
-        "$VERL_GRAPH_MIRRORS)"
+    # SGLang's own patches need no sgl-kernel/; it waits for the folder all the same
+    assert lines[1:4] == [
+        "  applies   docker/patches/sglang/0001-layernorm-in-place-fused-add-rms-norm.patch",
+        "  applies   docker/patches/sglang/0002-pyproject-no-rust-grpc-extension.patch",
+        "  unknown: moves with sgl_kernel, which could not be checked",
+    ]
+    assert lines[4].startswith("  note: [sources.sglang].version still says 0.5.15")
+    assert lines[5].startswith("sgl_kernel: ")
+    assert lines[6:] == [
+        "  unknown: source sgl_kernel: cannot fetch submodule sgl-kernel from "
+        f"{closed}/sgl-kernel.git (connection refused); check the network, or set a mirror "
+        "([mirrors] or $VERL_GRAPH_MIRRORS)"
     ]
     assert world.pins_text() == before
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servers import git
+
 from rocmgraph import pins
 from rocmgraph.demo import fixtures, primus, rocmfiles
 from rocmgraph.demo.profile import PROFILES
@@ -14,7 +16,12 @@ def test_the_demo_upstreams_are_what_demo_pins_pin(tmp_path: Path) -> None:
     for profile in PROFILES.values():
         demo = pins.load(profile.template)
         for name, source in demo.sources.items():
-            assert source.commit == built.commits[name][0], (profile.template.name, name)
+            repo = source.repo.rsplit("/", 1)[1].removesuffix(".git")  # sgl_kernel: sglang's
+            assert source.commit == built.commits[repo][0], (profile.template.name, name)
+            if source.subtree:
+                served = tmp_path / "fixtures" / "www" / "git" / f"{repo}.git"
+                tree = git(served, "rev-parse", f"{source.commit}:{source.subtree}")
+                assert source.tree == tree, (profile.template.name, name)
         for name, wheel in demo.wheels.items():
             assert (wheel.file, wheel.sha256) == built.wheels[name], (profile.template.name, name)
     www = tmp_path / "fixtures" / "www"

@@ -44,13 +44,13 @@ def test_the_real_graph_matches_the_design() -> None:
     graph = stages.graph()
     assert graph.order == (
         "base", "rocm", "wheels",
-        "aiter", "causal_conv1d", "flash_attention", "prune", "sglang", "slim",
+        "aiter", "causal_conv1d", "flash_attention", "prune", "sgl_kernel", "sglang", "slim",
         "transformer_engine", "vllm", "verl", "assemble", "manifest",
     )  # fmt: skip
     arch_dependent = {s.name for s in graph if s.arch_dependent}
     assert arch_dependent == {
-        "aiter", "causal_conv1d", "flash_attention", "sglang", "transformer_engine", "vllm",
-        "prune", "assemble", "manifest",
+        "aiter", "causal_conv1d", "flash_attention", "sgl_kernel", "sglang",
+        "transformer_engine", "vllm", "prune", "assemble", "manifest",
     }  # fmt: skip
     assert graph.final == "manifest"
     # Pruning depends on no source build and not on verl: a bump never prunes again, and
@@ -61,6 +61,10 @@ def test_the_real_graph_matches_the_design() -> None:
     # A vLLM bump must not rebuild SGLang, and the other way round.
     assert "sglang" not in graph.descendants("vllm")
     assert "vllm" not in graph.descendants("sglang")
+    # SGLang's Python and its kernels are two stages: neither rebuilds the other.
+    assert (
+        graph.descendants("sglang") == graph.descendants("sgl_kernel") == {"assemble", "manifest"}
+    )
     assert graph.descendants("vllm") == {"assemble", "manifest"}
     assert graph.closure("vllm") == ("base", "rocm", "wheels", "vllm")
 

@@ -118,6 +118,7 @@ def mutated(leaf: Leaf) -> Any:
         return wheel_file(leaf.path)
     samples = {
         kinds.COMMIT: "f" * 40,
+        kinds.TREE: "c" * 40,
         kinds.SHA256: "e" * 64,
         kinds.DIGEST: "sha256:" + "d" * 64,
         kinds.VERSION: "9.9.9",
@@ -181,7 +182,11 @@ def test_patch_lists_and_the_command_are_the_ordered_ones() -> None:
         ordered = patches or leaf.path == ("image", "cmd")
         assert leaf.ordered == (ordered and isinstance(leaf.value, tuple)), leaf.path
     ordered_lists = {format_path(leaf.path) for leaf in LISTS if leaf.ordered}
-    assert ordered_lists == {"[sources.sglang].patches", "[sources.vllm].patches"}
+    assert ordered_lists == {
+        "[sources.sgl_kernel].patches",
+        "[sources.sglang].patches",
+        "[sources.vllm].patches",
+    }
 
 
 @pytest.mark.parametrize("leaf", LISTS, ids=[format_path(leaf.path) for leaf in LISTS])

@@ -22,7 +22,13 @@ def test_one_from_and_the_stages_in_verls_order(text: str) -> None:
     names = set(stages.graph().order)
     heads = [h for h in re.findall(r"^# (\w+): ", text, re.MULTILINE) if h in names]
     assert heads == [s for s in linear.ORDER if s in heads]
-    assert heads.index("vllm") < heads.index("verl") < heads.index("sglang")  # verl's order
+    # verl's order: SGLang's Python package, then its sgl-kernel
+    assert (
+        heads.index("vllm")
+        < heads.index("verl")
+        < heads.index("sglang")
+        < heads.index("sgl_kernel")
+    )
     assert set(heads) == set(stages.graph().order)
 
 
@@ -30,6 +36,7 @@ def test_wheels_meet_in_one_filesystem(text: str) -> None:
     assert "from=" not in text  # no other stage to mount or copy from
     assert "--wheel-dir /dist/vllm ./. \\\n" in text
     assert "--wheel-dir /dist/sglang ./python \\\n" in text
+    assert "--wheel-dir /dist/sgl_kernel ./sgl-kernel \\\n" in text
     assert "    pip install /dist/causal_conv1d/*.whl /dist/vllm/*.whl \\\n" in text
     assert "RUN cp -a /src/vllm /workspace/vllm\n" in text
     assert text.rstrip().endswith('CMD ["/usr/bin/bash"]')  # manifest's WORKDIR and CMD last

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PINS, run_doit
+from servers import git
 from world import KEY, WHEELS, World, values_blanked, wheel_bytes
 
 from rocmgraph import pins, pinsedit
@@ -46,10 +47,16 @@ def test_locked_refuses_unlocked_pins_and_accepts_locked_ones(world: World) -> N
         "[wheels.torchaudio].file, [wheels.torchaudio].sha256, [wheels.torchvision].file, "
         "[wheels.torchvision].sha256, [wheels.triton].file, [wheels.triton].sha256, "
         "[sources.aiter].commit, [sources.flash_attention].commit, "
-        "[sources.torch_memory_saver].commit, [sources.transformer_engine].commit; "
+        "[sources.torch_memory_saver].commit, [sources.transformer_engine].commit, "
+        "[sources.sgl_kernel].tree; "
         "run `doit lock` where the network allows and commit the pins file\n"
     )
-    assert run_doit("lock", f"pins={world.pins}", env=world.env).returncode == 0
+    locked = run_doit("lock", f"pins={world.pins}", env=world.env)
+    assert locked.returncode == 0
+    # sgl-kernel's folder id, as git gives it at the pinned commit: its stage's key
+    tree = git(world.repos["sglang"], "rev-parse", f"{world.commits['sglang']}:sgl-kernel")
+    assert f"locked [sources.sgl_kernel].tree: (empty) -> {tree}\n" in locked.stdout
+    assert pins.load(world.pins).sources["sgl_kernel"].tree == tree
     accepted = run_doit("lock", f"pins={world.pins}", "locked=1", env=world.env)
     assert accepted.returncode == 0, accepted.stderr
     assert f"{world.pins} is locked" in accepted.stdout

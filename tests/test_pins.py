@@ -21,8 +21,8 @@ ARCHS = (
 )
 SOURCE_KEYS = (
     "arch_env, arch_separator, branch, commit, dist, env, install_deps, keep_env, mirror, overlay, "
-    "patches, repo, requirements, subdirs, submodules, tag, uninstall, version, version_env, "
-    "workspace"
+    "patches, repo, requirements, subdirs, submodules, subtree, tag, tree, uninstall, version, "
+    "version_env, workspace"
 )
 
 Edit = Callable[[str], str]
@@ -118,7 +118,13 @@ BAD: dict[str, tuple[Edit, str]] = {
         lambda t: edit_toml(t, ["base", "provides"], ["rocm", "assemble"]),
         "pins.toml: [base].provides: 'assemble' is not a stage a base image can provide; "
         "list only stages it carries: rocm, wheels, aiter, causal_conv1d, flash_attention, "
-        "mbridge, sglang, torch_memory_saver, transformer_engine, verl, vllm",
+        "mbridge, sgl_kernel, sglang, torch_memory_saver, transformer_engine, verl, vllm",
+    ),
+    "a folder id without its folder": (
+        lambda t: edit_toml(t, ["sources", "vllm", "tree"], "c" * 40),
+        "pins.toml: [sources.vllm].tree: is the tree id of a subtree, but "
+        "[sources.vllm].subtree names none; set subtree to the folder it is the id of, or "
+        "remove tree",
     ),
     "no jobs": (
         lambda t: edit_toml(t, ["build", "max_jobs"], 0),
@@ -429,6 +435,7 @@ def test_real_pins_hold_every_pin_of_the_design() -> None:
         "causal_conv1d": "e940ead2fd962c56854455017541384909ca669f",
         "flash_attention": "",
         "mbridge": "a61943d7fcb34a190471cfeb0a0eb8bbda621ddf",
+        "sgl_kernel": "0801cc05ed202544e2e5c67d6b0a1d454de54fca",  # SGLang's, for its folder
         "sglang": "0801cc05ed202544e2e5c67d6b0a1d454de54fca",
         "torch_memory_saver": "",
         "transformer_engine": "e6ede467",

@@ -208,9 +208,9 @@ def test_plan_text_is_a_table_with_the_reasons(
         "verify only: the base image provides it"
     )
     assert lines[-3:] == [
-        "14 stages: 1 built, 13 to build",
-        "13 stages to build: ~0 s of work, ~0 s on 2 builders (13 without an estimate)",
-        "network: off; a build refuses all 14 stages: no closure locked "
+        "15 stages: 1 built, 14 to build",
+        "14 stages to build: ~0 s of work, ~0 s on 2 builders (14 without an estimate)",
+        "network: off; a build refuses all 15 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
     ]
 
@@ -222,25 +222,28 @@ def test_plan_prices_the_build_from_records_then_reference_figures(
     built = {"base", "rocm", "wheels", *PROVIDED_SOURCES, "causal_conv1d", "verl", "slim"}
     engine = SetEngine({run.ref(name) for name in built})
     # Built here before (another key: the figure is still the best guess of a rebuild).
-    records.save(run.records_dir, "sglang", "0" * 64, run.keys["sglang"].inputs, seconds=1500)
+    records.save(
+        run.records_dir, "sgl_kernel", "0" * 64, run.keys["sgl_kernel"].inputs, seconds=1500
+    )
     records.save(run.records_dir, "prune", "0" * 64, run.keys["prune"].inputs, seconds=300)
     references = load_references()  # vllm: 60 min; aiter (provided: no estimate) 108 min
     plan = make_plan(run, engine, references, builders=2)
     priced = {p.name: p.estimate for p in plan.stages if p.estimate}
     assert priced == {
         "vllm": Estimate(3600.0, Source.REFERENCE),
-        "sglang": Estimate(1500.0, Source.RECORDED),
+        "sgl_kernel": Estimate(1500.0, Source.RECORDED),
+        "sglang": Estimate(0.0, Source.NONE),  # SGLang's Python: no public figure
         "prune": Estimate(300.0, Source.RECORDED),
         "assemble": Estimate(0.0, Source.NONE),
         "manifest": Estimate(0.0, Source.NONE),
     }
-    # vLLM and SGLang side by side; prune beside vLLM once SGLang is done; then the rest.
+    # vLLM and sgl-kernel side by side; prune beside vLLM once sgl-kernel is done; the rest.
     assert (plan.total.work, plan.total.wall) == (5400.0, 3600.0)
     text = as_text(run, plan).splitlines()
     assert text[-3:] == [
-        "5 stages to build: ~1 h 30 min of work, ~1 h 00 min on 2 builders "
-        "(2 recorded, 1 reference figure of the real image, 2 without an estimate)",
-        "network: off; a build refuses all 14 stages: no closure locked "
+        "6 stages to build: ~1 h 30 min of work, ~1 h 00 min on 2 builders "
+        "(2 recorded, 1 reference figure of the real image, 3 without an estimate)",
+        "network: off; a build refuses all 15 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
         "(ref): the real image's build time, as cited in docker/durations.toml",
     ]
@@ -259,7 +262,7 @@ def test_plan_json_prices_each_stage_and_the_whole() -> None:
     aiter = next(s for s in document["stages"] if s["name"] == "aiter")
     assert aiter["estimate"] == {"seconds": 0.0, "from": "none"}  # provided: it only verifies
     assert document["estimate"]["builders"] == 3
-    assert document["estimate"]["stages"] == 14
+    assert document["estimate"]["stages"] == 15
     bad = run_doit("plan", "jobs=0")
     assert bad.returncode == 3
     assert bad.stderr == "error: jobs=0: not a count; write jobs=1, jobs=2, ...\n"

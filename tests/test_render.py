@@ -128,11 +128,21 @@ def test_a_source_stage_the_base_provides_only_verifies_it() -> None:
     assert "COPY src" not in flash + aiter
 
 
-def test_sglang_builds_sgl_kernel_with_its_rocm_files() -> None:
-    text = render(GRAPH["sglang"], REAL, BOTH)
+def test_sgl_kernel_builds_its_folder_with_its_rocm_files_and_sglang_its_python() -> None:
+    text = render(GRAPH["sgl_kernel"], REAL, BOTH)
+    # its tree id, not SGLang's commit: a commit that leaves the folder alone moves nothing
+    assert (
+        "# sgl_kernel, the folder sgl-kernel/ alone (tree not locked), its patches applied on "
+        "the host.\n"
+    ) in text
+    assert "0801cc05" not in text
     assert "RUN cp sgl-kernel/pyproject_rocm.toml sgl-kernel/pyproject.toml\n" in text
     assert "RUN cp sgl-kernel/setup_rocm.py sgl-kernel/setup.py\n" in text
-    assert "COPY src/torch_memory_saver /src/torch_memory_saver\n" in text
+    assert "--wheel-dir /dist ./sgl-kernel \\\n" in text
+    sglang = render(GRAPH["sglang"], REAL, BOTH)
+    assert "sgl-kernel" not in sglang
+    assert "--wheel-dir /dist ./python \\\n" in sglang
+    assert "COPY src/torch_memory_saver /src/torch_memory_saver\n" in sglang
 
 
 def test_assemble_mounts_the_built_wheels_and_sets_the_runtime_environment() -> None:
@@ -142,12 +152,16 @@ def test_assemble_mounts_the_built_wheels_and_sets_the_runtime_environment() -> 
     # One pip step in verl's order: the wheels with their dependencies, then without.
     assert (
         "    pip install /dist/causal_conv1d/*.whl /dist/vllm/*.whl \\\n"
-        "    && pip install --no-deps /dist/sglang/*.whl "
+        "    && pip install --no-deps /dist/sglang/*.whl /dist/sgl_kernel/*.whl "
         "xgrammar==0.1.32 ipython soundfile==0.13.1 \\\n"
         "    && pip uninstall -y tilelang\n"
     ) in text
     assert "COPY --from=vllm /src/vllm /workspace/vllm\n" in text
-    assert "COPY --from=sglang /src/sglang /workspace/sglang\n" in text
+    # SGLang's tree, then its patched sgl-kernel/ over it: the workspace verl's recipe leaves
+    assert (
+        "COPY --from=sglang /src/sglang /workspace/sglang\n"
+        "COPY --from=sgl_kernel /src/sgl_kernel /workspace/sglang\n"
+    ) in text
     assert ('ln -sfn "$SP/_rocm_sdk_core/share/amd_smi/amdsmi" "$SP/amdsmi" \\\n') in text
     assert 'ENV PYTORCH_ROCM_ARCH="gfx950"\n' in text
     assert 'ENV HIP_ARCHITECTURES="gfx950"\nENV MAMBA_FORCE_BUILD=TRUE\n' in text

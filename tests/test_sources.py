@@ -50,6 +50,31 @@ def test_a_pinned_commit_lands_in_the_cache_under_its_id(
     assert list((tmp_path / "cache" / "tmp").iterdir()) == []
 
 
+def test_a_folder_is_given_alone_only_when_its_tree_id_is_the_pinned_one(
+    tmp_path: Path, upstream: tuple[Path, str]
+) -> None:
+    repo, first = upstream
+    tree = git(repo, "rev-parse", f"{first}:csrc")
+    cache = SourceCache(tmp_path / "cache")
+    pinned = source(first, f"file://{repo}", subtree="csrc", tree=tree)
+    assert cache.subtree_id("kernel", pinned) == tree
+    folder = cache.subtree("kernel", pinned)
+    assert sorted(path.name for path in folder.iterdir()) == ["a.cpp"]
+    wrong = source(first, f"file://{repo}", subtree="csrc", tree="c" * 40)
+    with pytest.raises(FetchError) as caught:
+        cache.subtree("kernel", wrong)
+    assert str(caught.value) == (
+        f"source kernel: csrc/ at {first[:12]} is tree {tree}, not the pinned {'c' * 40}; "
+        f'if the commit is right, set [sources.kernel].tree = "{tree}"'
+    )
+    gone = source(first, f"file://{repo}", subtree="kernels", tree=tree)
+    with pytest.raises(FetchError) as caught:
+        cache.subtree("kernel", gone)
+    assert str(caught.value) == (
+        f"source kernel: {first[:12]} has no folder kernels/; fix [sources.kernel].subtree"
+    )
+
+
 def test_a_cached_commit_is_trusted_by_its_id_without_the_network(
     tmp_path: Path, upstream: tuple[Path, str]
 ) -> None:

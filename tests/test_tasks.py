@@ -75,8 +75,8 @@ def test_the_plan_still_shows_keys_without_an_engine(tmp_path: Path) -> None:
     )
     assert "unknown    -                  unknown: no engine to ask" in lines[3]
     assert lines[-2:] == [
-        "14 stages: built status unknown (the engine is not reachable)",
-        "network: off; a build refuses all 14 stages: no closure locked "
+        "15 stages: built status unknown (the engine is not reachable)",
+        "network: off; a build refuses all 15 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",  # the lock file says so, with no engine
     ]
     as_json = run_doit("plan", "format=json", env={"VERL_GRAPH_DOCKER": str(tmp_path / "d")})

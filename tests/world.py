@@ -172,28 +172,35 @@ def make_world(
 def _upstreams(
     root: Path, real: pins.Pins, document: Any
 ) -> tuple[dict[str, Path], dict[str, str]]:
-    """A repository per source: the pinned commit, then one more; pinned as published
-    (full, short, by tag or not at all), and reached through ``[mirrors]``."""
+    """A repository per upstream: the pinned commit, then one more; pinned as published
+    (full, short, by tag or not at all), and reached through ``[mirrors]``. Sources of one
+    repository (SGLang and its sgl-kernel folder) share it."""
     repos, commits = {}, {}
     mirrors = document.setdefault("mirrors", tomlkit.table())  # its comments stay
-    for name, source in real.sources.items():
-        repo = root / name
-        first = make_repo(repo, _source_files(name, real), branch=source.branch)
-        head = commit(repo, {"NEWS": f"{name} moves on\n"}, "later work")
-        repos[name] = repo
-        mirrors[source.repo] = f"file://{repo}"
-        pinned = document["sources"][name]
-        if source.tag:
-            git(repo, "tag", "-a", source.tag, "-m", "release", first)
-        if len(source.commit) == 40:
-            pinned["commit"] = commits[name] = first
-        elif source.commit:  # short as published: lock records the full id
-            pinned["commit"] = first[: len(source.commit)]
-            commits[name] = first
-        elif source.tag:  # lock resolves the tag
-            commits[name] = first
-        else:  # unpinned upstream: lock takes the branch head
-            commits[name] = head
+    by_repo: dict[str, list[str]] = {}
+    for name, source in real.sources.items():  # the whole tree's source first, names it
+        by_repo.setdefault(source.repo, []).append(name)
+    for url, names in by_repo.items():
+        names.sort(key=lambda name: bool(real.sources[name].subtree))
+        files = {path: text for name in names for path, text in _source_files(name, real).items()}
+        repo = root / names[0]
+        first = make_repo(repo, files, branch=real.sources[names[0]].branch)
+        head = commit(repo, {"NEWS": f"{names[0]} moves on\n"}, "later work")
+        mirrors[url] = f"file://{repo}"
+        for name in names:
+            source, pinned = real.sources[name], document["sources"][name]
+            repos[name] = repo
+            if source.tag and name == names[0]:
+                git(repo, "tag", "-a", source.tag, "-m", "release", first)
+            if len(source.commit) == 40:
+                pinned["commit"] = commits[name] = first
+            elif source.commit:  # short as published: lock records the full id
+                pinned["commit"] = first[: len(source.commit)]
+                commits[name] = first
+            elif source.tag:  # lock resolves the tag
+                commits[name] = first
+            else:  # unpinned upstream: lock takes the branch head
+                commits[name] = head
     return repos, commits
 
 
@@ -350,5 +357,9 @@ def kernel_as_submodule(world: World, tmp_path: Path, kernel_url: str) -> str:
     git(repo, "config", "-f", ".gitmodules", "submodule.sgl-kernel.url", kernel_url)
     git(repo, "add", ".gitmodules")
     moved = commit(repo, {}, "sgl-kernel and flashinfer as submodules")
-    world.pins.write_text(world.pins_text().replace(world.commits["sglang"], moved))
+    text = world.pins_text().replace(world.commits["sglang"], moved)  # SGLang's and the folder's
+    if pins.loads(text).sources["sgl_kernel"].tree:  # locked: the folder's id moves too
+        tree = git(repo, "rev-parse", f"{moved}:sgl-kernel")  # a submodule: the commit it pins
+        text = edit_toml(text, ["sources", "sgl_kernel", "tree"], tree)
+    world.pins.write_text(text)
     return moved

@@ -179,6 +179,24 @@ class SourceCache:
 
         return build_dir(self.root / "git" / commit, self.scratch, fill)
 
+    def subtree(self, name: str, source: GitSource) -> Path:
+        """The folder ``source.subtree`` of the source's tree at its commit, checked to be
+        the tree its pin names: a stage that builds the folder alone is keyed by that id."""
+        tree = self.tree(name, source)
+        found = _folder_id(tree, name, source)
+        if found != source.tree:
+            raise FetchError(
+                f"source {name}: {source.subtree}/ at {source.commit[:12]} is tree {found}, "
+                f"not the pinned {source.tree or '(none)'}; if the commit is right, set "
+                f'[sources.{name}].tree = "{found}"'
+            )
+        return tree / source.subtree
+
+    def subtree_id(self, name: str, source: GitSource) -> str:
+        """The git tree id of the folder ``source.subtree`` at the source's commit (what
+        `doit lock` records in ``tree``)."""
+        return _folder_id(self.tree(name, source), name, source)
+
     def files(
         self, name: str, source: GitSource, paths: Iterable[str], dest: Path
     ) -> frozenset[str]:
@@ -317,6 +335,37 @@ def _pinned(name: str, source: GitSource) -> str:
             "run `doit lock` to record the full 40-hex id"
         )
     return commit
+
+
+def tree_id(
+    repo: Path,
+    folder: str,
+    commit: str = "HEAD",
+    *,
+    ceiling: Path | None = None,
+    timeout: float = 60,
+) -> str | None:
+    """The git tree id of ``folder`` at ``commit`` of the repository ``repo``; for a submodule
+    there, the commit it pins, which fixes its files as a tree id does; None if it has no
+    such folder."""
+    try:
+        out = git("ls-tree", "-d", commit, "--", folder.rstrip("/"), cwd=repo, ceiling=ceiling,
+                  timeout=timeout)  # fmt: skip
+    except CommandFailed:
+        return None
+    mode_type_id, _, _ = out.partition("\t")
+    fields = mode_type_id.split()
+    return fields[2] if fields[1:2] in (["tree"], ["commit"]) else None
+
+
+def _folder_id(tree: Path, name: str, source: GitSource) -> str:
+    found = tree_id(tree, source.subtree, ceiling=tree.parent)
+    if found is None:
+        raise FetchError(
+            f"source {name}: {source.commit[:12]} has no folder {source.subtree}/; fix "
+            f"[sources.{name}].subtree"
+        )
+    return found
 
 
 def _submodules_of(tree: Path) -> list[Submodule]:

@@ -21,7 +21,7 @@ from rocmgraph.errors import FetchError
 from rocmgraph.fsutil import build_dir, owned
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
-from rocmgraph.outside.sources import SourceCache, git_reason
+from rocmgraph.outside.sources import SourceCache, git_reason, tree_id
 from rocmgraph.pins import GitSource
 
 _PR = re.compile(r"\(#(\d+)\)\s*$")
@@ -89,6 +89,10 @@ class History:
             return self._git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
         except CommandFailed:
             return None
+
+    def tree_id(self, commit: str, folder: str) -> str | None:
+        """The git tree id of ``folder`` at ``commit``; None when it has no such folder."""
+        return tree_id(self.repo, folder, commit, timeout=self.timeout)
 
     def is_tag(self, ref: str) -> bool:
         try:

@@ -175,6 +175,15 @@ def test_the_image_is_verl_s_7_14_image_on_its_primus_like_base(e2e: E2E) -> Non
     # vLLM finds ROCm by `import amdsmi`: linked from where rocm/primus keeps it.
     assert run_in(image, "import amdsmi; print(amdsmi.__file__)") == f"{SITE}/amdsmi/__init__.py"
     assert shell(image, "ls /workspace") == ["aiter", "sglang", "verl", "vllm"]
+    # SGLang's tree as verl's recipe leaves it: its sgl-kernel/ patched, its ROCm setup
+    # script copied over the CUDA one (the sgl_kernel stage's folder, over SGLang's tree)
+    kernel = "/workspace/sglang/sgl-kernel"
+    assert shell(
+        image,
+        f"ls /workspace/sglang/python/sglang/__init__.py; cmp {kernel}/setup.py "
+        f"{kernel}/setup_rocm.py && echo same; "
+        f"grep -c 'Unsupported GPU' {kernel}/setup_rocm.py; true",
+    ) == ["/workspace/sglang/python/sglang/__init__.py", "same", "0"]
     leftovers = ("/*.whl", "/root/.cache", "/root/.triton", "/workspace/aiter/aiter/jit/build",
                  "/workspace/TransformerEngine")  # fmt: skip
     there = "for path in " + " ".join(leftovers) + '; do [ -e "$path" ] && echo "$path"; done'
@@ -301,11 +310,15 @@ def test_losing_the_doit_database_rebuilds_nothing(e2e: E2E) -> None:
 def test_one_pin_changed_rebuilds_exactly_its_stage_and_descendants(e2e: E2E) -> None:
     demo = Demo(stages.graph())
     second = _commits(demo, "sglang")[1]
-    vllm_before = {k: v for k, v in image_ids().items() if k.startswith("vllm:")}
+    kept_before = {k: v for k, v in image_ids().items() if k.startswith(("vllm:", "sgl_kernel:"))}
+    assert {ref.split(":")[0] for ref in kept_before} == {"vllm", "sgl_kernel"}
     first = pins.load(e2e.pins).sources["sglang"].commit
     e2e.edit(["sources", "sglang", "commit"], second)
+    # sgl-kernel/ moves with SGLang (as `doit bump:sglang` moves it), and upstream's second
+    # commit leaves the folder alone: its tree id, all its key covers, stays
+    e2e.edit(["sources", "sgl_kernel", "commit"], second)
     plan = e2e.plan()  # before building: what will build, and why
-    assert plan["vllm"]["status"] == "built"
+    assert plan["vllm"]["status"] == plan["sgl_kernel"]["status"] == "built"
     assert plan["sglang"]["status"] == "not built"
     assert plan["sglang"]["reasons"] == [
         f"pin [sources.sglang].commit changed: {first[:12]} -> {second[:12]}"
@@ -314,7 +327,9 @@ def test_one_pin_changed_rebuilds_exactly_its_stage_and_descendants(e2e: E2E) ->
     result = e2e.build()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert built(result) == {"sglang", "assemble", "manifest"}  # pruning needs no source
-    assert {k: v for k, v in image_ids().items() if k.startswith("vllm:")} == vllm_before
+    assert {
+        k: v for k, v in image_ids().items() if k.startswith(("vllm:", "sgl_kernel:"))
+    } == kept_before
     assert run_in("verl-e2e:gfx942", "import sglang; print(sglang.VARIANT)") == "second"
 
 
@@ -322,7 +337,9 @@ def test_switching_arch_reuses_every_arch_independent_stage(e2e: E2E) -> None:
     result = e2e.build("gfx950")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     # What the base provides only verifies, for any arch set.
-    assert built(result) == {"causal_conv1d", "sglang", "vllm", "prune", "assemble", "manifest"}
+    assert built(result) == {
+        "causal_conv1d", "sgl_kernel", "sglang", "vllm", "prune", "assemble", "manifest",
+    }  # fmt: skip
     assert ARCH_INDEPENDENT.isdisjoint(built(result))
     # The two images share slim's one layer and verl's (all but the ROCm trees and the source
     # builds) and differ from the pruned trees up.

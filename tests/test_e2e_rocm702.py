@@ -19,7 +19,7 @@ import stages
 from rocmgraph.inimage import prune
 
 pytestmark = pytest.mark.docker
-DROPPED = {"sglang", "causal_conv1d"}
+DROPPED = {"sgl_kernel", "sglang", "causal_conv1d"}
 
 
 def test_a_cold_build_of_the_702_pipeline_passes_its_smoke_check(tmp_path: Path) -> None:

@@ -100,11 +100,16 @@ def _subtree(history: History, name: str, source: GitSource, commit: str) -> lis
     key covers of the source, so it must be the folder's at the commit."""
     tree = history.tree_id(commit, source.subtree)
     if tree is None:
-        return [f"has no folder {source.subtree}/ ([sources.{name}].subtree)"]
+        return [
+            f"has no folder {source.subtree}/: fix [sources.{name}].subtree, or pin a commit "
+            "that has it"
+        ]
+    if not source.tree:
+        return [f"[sources.{name}].tree is empty: `doit lock` records {tree}"]
     if tree != source.tree:
         return [
-            f"[sources.{name}].tree {source.tree or '(empty)'} is not {source.subtree}/ at "
-            f'this commit, which is {tree}: set tree = "{tree}"'
+            f"[sources.{name}].tree {source.tree} is not {source.subtree}/ at this commit, "
+            f'which is {tree}: set tree = "{tree}"'
         ]
     return []
 

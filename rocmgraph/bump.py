@@ -107,7 +107,8 @@ def bump_source(
         raise VariableError(f"bump {name}: to={to} names no commit or tag of {sources.url(source)}")
     old = history.resolve(source.commit) if source.commit else None
     if old == new:
-        return Bump(name, f"{name}: already at upstream's {_short(new)} ({to or source.branch})")
+        headline = f"{name}: already at upstream's {_short(new)} ({to or source.branch})"
+        return Bump(name, headline, commit=new, history=history)
     after = history.commit(new)
     between = history.between(old, new) if old else []
     headline = (
@@ -152,9 +153,7 @@ def together(pins: Pins, name: str) -> list[str]:
     return [
         other
         for other, pinned in pins.sources.items()
-        if other != name
-        and source.commit
-        and (pinned.repo, pinned.commit) == (source.repo, source.commit)
+        if other != name and pinned.same_checkout(source)
     ]
 
 
@@ -169,7 +168,11 @@ def _bump_together(run: Run, outside: Outside, name: str, to: str) -> list[Bump]
         if first.history is None:  # upstream out of reach: the same for both
             bumps.append(Bump(other, f"{other}: not checked", unknown=first.unknown))
             continue
-        follower = bump_source(run, outside, other, first.commit or to, first.history)
+        if not first.changes:  # already at upstream's: so is the source pinned with it
+            bumps.append(Bump(other, f"{other}: already there with {name}", commit=first.commit))
+            continue
+        # `to` when given, so a tag is recorded for both; else the commit the first moved to
+        follower = bump_source(run, outside, other, to or first.commit, first.history)
         follower.headline += f" (with {name}: one repository, one commit)"
         bumps.append(follower)
     _hold(bumps)
@@ -372,11 +375,14 @@ def _render(run: Run) -> list[str]:
 
 
 def _error(bumps: list[Bump], force: bool) -> GraphToolError | None:
-    conflicted = [b.name for b in bumps if b.stopped and not force]
+    conflicted = [b.name for b in bumps if b.stopped and not b.held and not force]
+    held = [b.name for b in bumps if b.held and not force]
     unknown = [b.name for b in bumps if b.unknown]
     if conflicted:
+        waits = f" ({', '.join(held)} waits with it)" if held else ""
         return LockError(
-            f"bump stopped for {', '.join(conflicted)}: conflicts at the new commit; see above"
+            f"bump stopped for {', '.join(conflicted)}: conflicts at the new commit{waits}; "
+            "see above"
         )
     if unknown:
         return Unchecked(f"bump: could not check {', '.join(unknown)}; see above")

@@ -32,7 +32,7 @@ from rocmgraph.layout import ROOT
 from rocmgraph.outside import Outside
 from rocmgraph.outside.sources import copy_tree
 from rocmgraph.outside.store import Store
-from rocmgraph.pins import TREE_UNKNOWN, KeyedRepo, Pins
+from rocmgraph.pins import KeyedRepo, Pins
 from rocmgraph.recipe import render
 from rocmgraph.run import Run
 from wheels import index
@@ -98,7 +98,10 @@ def _source(run: Run, outside: Outside, name: str, tree: Path) -> None:
     cache = outside.sources(run.pins)
     if source.subtree:  # its tree id checked against the pin: the key covers that id
         if not source.tree:
-            raise LockError(f"source {name}: {TREE_UNKNOWN}")
+            raise LockError(
+                f"source {name}: [sources.{name}].tree is empty, the id of {source.subtree}/ "
+                "that its key covers; run `doit lock` to record it"
+            )
         copy_tree(cache.subtree(name, source), tree / source.subtree)
     else:
         copy_tree(cache.tree(name, source), tree)

@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import functools
 import json
+import posixpath
 import re
 import types
 import typing
@@ -207,6 +208,24 @@ class GitSource:
     # How the assembled image installs the built wheels.
     install_deps: bool = True
     uninstall: tuple[str, ...] = _kind(kinds.NAME, default=())
+
+    def same_checkout(self, other: GitSource) -> bool:
+        """Whether ``other`` is pinned to this repository at this commit (SGLang and its
+        sgl-kernel folder): however the URL is spelt, a short id or its full one."""
+        mine, theirs = self.commit, other.commit
+        return (
+            bool(mine and theirs)
+            and (mine.startswith(theirs) or theirs.startswith(mine))
+            and _repository(self.repo) == _repository(other.repo)
+        )
+
+    def leaf(self, knob: str, location: bool) -> bool | None:
+        """Whether the pin ``knob`` is a location (no key input), or None when it is no pin
+        of this source: a whole tree has no folder and no folder id (so no key moves for
+        them), and a folder's commit is where it is fetched from, its tree id what it is."""
+        if knob in SUBTREE_KNOBS and not self.subtree:
+            return None
+        return location or (knob == "commit" and bool(self.subtree))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -649,6 +668,8 @@ def _check_relations(pins: Pins) -> None:
                 f"list only stages it carries: {', '.join(providable)}",
             )
     for name, source in pins.sources.items():
+        if source.subtree:
+            _check_subtree(pins.file, name, source)
         if source.tree and not source.subtree:
             raise PinsError(
                 pins.file,
@@ -656,6 +677,7 @@ def _check_relations(pins: Pins) -> None:
                 f"is the tree id of a subtree, but [sources.{name}].subtree names none",
                 "set subtree to the folder it is the id of, or remove tree",
             )
+    _check_workspaces(pins)
     for package in pins.python.patches:
         if package not in pins.python.stack:
             raise PinsError(
@@ -674,6 +696,55 @@ def _check_relations(pins: Pins) -> None:
                 format_path(("wheels", name, "file")),
                 f"{shown(wheel.file)} {problem}",
                 fix,
+            )
+
+
+def _repository(url: str) -> str:
+    """A repository URL as one name for it: `.../sglang`, `.../sglang.git/`, `.../SGLang`."""
+    return url.rstrip("/").removesuffix(".git").lower()
+
+
+def _check_workspaces(pins: Pins) -> None:
+    """Sources that share a workspace folder are one checkout: their trees meet there (SGLang's,
+    then its sgl-kernel/ over it), and two commits would mix files of both."""
+    first: dict[str, str] = {}
+    whole_first = sorted(pins.sources.items(), key=lambda item: bool(item[1].subtree))
+    for name, source in whole_first:
+        if not source.workspace:
+            continue
+        other = first.setdefault(source.workspace, name)
+        if other != name and not source.same_checkout(pins.sources[other]):
+            raise PinsError(
+                pins.file,
+                format_path(("sources", name, "commit")),
+                f"shares workspace {shown(source.workspace)} with [sources.{other}], but not "
+                "its repository and commit, so the two trees would mix there",
+                f"pin [sources.{other}]'s commit here (`doit bump:{other}` moves both)",
+            )
+
+
+def _check_subtree(file: str, name: str, source: GitSource) -> None:
+    """A folder built alone is one plain folder, and what its build names lies inside it:
+    its key covers that folder's tree and nothing else of the source."""
+    folder = source.subtree
+    if folder in (".", "") or posixpath.normpath(folder) != folder:
+        raise PinsError(
+            file,
+            format_path(("sources", name, "subtree")),
+            f"{shown(folder)} is not one folder of the tree",
+            'name the folder as git does, e.g. "sgl-kernel" (no ".", no trailing "/")',
+        )
+    named = [("subdirs", path) for path in source.subdirs]
+    named += [("requirements", path) for path in source.requirements]
+    named += [("overlay", path) for pair in source.overlay.items() for path in pair]
+    for knob, path in named:
+        if path != folder and not path.startswith(f"{folder}/"):
+            raise PinsError(
+                file,
+                format_path(("sources", name, knob)),
+                f"{shown(path)} lies outside its subtree {shown(folder)}, which is all its "
+                "build gets",
+                f"name a path under {folder}/, or build that path in another source",
             )
 
 
@@ -713,16 +784,15 @@ def _leaves(
         for spec in dataclasses.fields(node):
             if not spec.metadata.get("toml", True):
                 continue
-            location = spec.metadata.get("location", False)
-            if isinstance(node, GitSource) and spec.name in SUBTREE_KNOBS and not node.subtree:
-                continue  # a whole tree: no folder, no folder id (and no key moves for them)
-            if isinstance(node, GitSource) and spec.name == "commit" and node.subtree:
-                location = True  # the folder's tree id fixes what is built, as for a repo's URL
+            where = spec.metadata.get("location", False)
+            pinned = node.leaf(spec.name, where) if isinstance(node, GitSource) else where
+            if pinned is None:
+                continue
             yield from _leaves(
                 getattr(node, spec.name),
                 (*path, spec.name),
                 spec.metadata.get("kind"),
-                location,
+                pinned,
                 spec.metadata.get("ordered", False),
             )
     elif isinstance(node, Mapping):

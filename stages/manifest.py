@@ -15,8 +15,8 @@ from rocmgraph.graph import Fetch, Stage
 # Every source a profile may pin: the smoke check reads what each installs (a profile that
 # leaves an optional source out drops its reads with its stage).
 SOURCES = (
-    "aiter", "causal_conv1d", "flash_attention", "mbridge", "sglang", "torch_memory_saver",
-    "transformer_engine", "verl", "vllm",
+    "aiter", "causal_conv1d", "flash_attention", "mbridge", "sgl_kernel", "sglang",
+    "torch_memory_saver", "transformer_engine", "verl", "vllm",
 )  # fmt: skip
 
 STAGE = Stage(

@@ -14,7 +14,7 @@ from world import World, kernel_as_submodule
 
 import stages
 from rocmgraph import closure, fsutil, patches, pins
-from rocmgraph.bump import rebuilds
+from rocmgraph.bump import rebuilds, together
 from rocmgraph.closure import Closure, LockFile
 from rocmgraph.demo import patchimages
 from rocmgraph.pinsedit import Change
@@ -92,6 +92,34 @@ def test_a_commit_inside_the_folder_moves_its_tree_and_rebuilds_the_kernel(
     assert code == 0, out + err
     assert "rebuilds: sgl_kernel, sglang, assemble, manifest" in out.splitlines()
     assert world.pins_text() == before.replace(first, head).replace(tree, moved)
+
+
+def test_sources_of_one_repository_already_at_its_head_both_say_so(world: World) -> None:
+    with_kernel_tree(world)
+    assert bump(world, "bump:sglang")[0] == 0
+    before = world.pins_text()
+    code, out, err = bump(world, "bump:sgl_kernel")
+    head = git(world.repos["sglang"], "rev-parse", "HEAD")
+    assert (code, err) == (0, "")
+    assert out == (
+        f"sglang: already at upstream's {head[:12]} (main)\nsgl_kernel: already there with sglang\n"
+    )
+    assert world.pins_text() == before
+
+
+def test_one_repository_is_one_whatever_its_url_spelling_or_the_ids_length() -> None:
+    text = (ROOT / "pins.toml").read_text()
+    text = edit_toml(
+        text, ["sources", "sgl_kernel", "repo"], "https://github.com/SGL-project/sglang.git/"
+    )
+    text = edit_toml(text, ["sources", "sgl_kernel", "commit"], "0801cc05ed20")
+    loaded = pins.loads(text)
+    assert together(loaded, "sglang") == ["sgl_kernel"]
+    assert together(loaded, "sgl_kernel") == ["sglang"]
+    assert together(loaded, "vllm") == []
+    apart = edit_toml(text, ["sources", "sgl_kernel", "workspace"], "kernels")
+    other = pins.loads(edit_toml(apart, ["sources", "sgl_kernel", "commit"], "1" * 40))
+    assert together(other, "sglang") == []
 
 
 def test_bump_at_the_newest_commit_writes_nothing(world: World) -> None:
@@ -337,7 +365,8 @@ def test_a_moved_folder_and_its_files_are_conflicts_that_say_where_they_went(
     ]
     assert (code, err) == (
         1,
-        "error: bump stopped for sglang, sgl_kernel: conflicts at the new commit; see above\n",
+        "error: bump stopped for sgl_kernel: conflicts at the new commit (sglang waits with "
+        "it); see above\n",
     )
     assert world.pins_text() == before
 

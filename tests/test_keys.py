@@ -113,6 +113,8 @@ def mutated(leaf: Leaf) -> Any:
             kinds.ABS_PATH: "/opt/extra",
         }
         extra = extras[kind] if kind is not None and kind in extras else "extra"
+        if leaf.path[:2] == ("sources", "sgl_kernel") and kind is kinds.SRC_PATH:
+            extra = f"sgl-kernel/{extra}"  # what a folder's build names lies inside it
         return [*value, extra]
     if kind is kinds.WHEEL_FILE:
         return wheel_file(leaf.path)
@@ -166,11 +168,26 @@ def test_changing_one_pin_changes_exactly_its_readers_and_their_descendants(
     leaf: Leaf, pins_text: str
 ) -> None:
     before = all_keys(REAL)
-    changed_pins = pins.loads(edit_toml(pins_text, leaf.path, mutated(leaf)))
+    text = edit_toml(pins_text, leaf.path, mutated(leaf))
+    if leaf.path == ("sources", "sgl_kernel", "subtree"):  # what its build names moves with it
+        text = text.replace('"sgl-kernel/', '"sgl-kernelx/').replace(
+            '["sgl-kernel"]', '["sgl-kernelx"]'
+        )
+    expected = set() if leaf.location else downstream(readers(leaf.path))
+    knob = leaf.path[-1]
+    if leaf.path[:2] in (("sources", "sglang"), ("sources", "sgl_kernel")) and knob in (
+        "commit",
+        "repo",
+    ):  # one checkout in one workspace: pinned, and moved, together
+        for name in ("sglang", "sgl_kernel"):
+            text = edit_toml(text, ("sources", name, knob), mutated(leaf))
+        if knob == "commit":  # SGLang's stage moves; the folder is keyed by its tree
+            expected = downstream(readers(("sources", "sglang", "commit")))
+    changed_pins = pins.loads(text)
     after = all_keys(changed_pins)
     changed = {name for name in before if before[name] != after[name]}
     # A location (mirror, index URL) says where content comes from, not what it is.
-    assert changed == (set() if leaf.location else downstream(readers(leaf.path)))
+    assert changed == expected
 
 
 LISTS = [leaf for leaf in LEAVES if isinstance(leaf.value, tuple) and len(leaf.value) > 1]

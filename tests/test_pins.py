@@ -126,6 +126,23 @@ BAD: dict[str, tuple[Edit, str]] = {
         "[sources.vllm].subtree names none; set subtree to the folder it is the id of, or "
         "remove tree",
     ),
+    "a subtree that is not one folder": (
+        lambda t: edit_toml(t, ["sources", "sgl_kernel", "subtree"], "."),
+        "pins.toml: [sources.sgl_kernel].subtree: '.' is not one folder of the tree; name the "
+        'folder as git does, e.g. "sgl-kernel" (no ".", no trailing "/")',
+    ),
+    "a subtree's build names a path outside it": (
+        lambda t: edit_toml(t, ["sources", "sgl_kernel", "subdirs"], ["python"]),
+        "pins.toml: [sources.sgl_kernel].subdirs: 'python' lies outside its subtree "
+        "'sgl-kernel', which is all its build gets; name a path under sgl-kernel/, or build "
+        "that path in another source",
+    ),
+    "two commits in one workspace": (
+        lambda t: edit_toml(t, ["sources", "sgl_kernel", "commit"], "1" * 40),
+        "pins.toml: [sources.sgl_kernel].commit: shares workspace 'sglang' with "
+        "[sources.sglang], but not its repository and commit, so the two trees would mix "
+        "there; pin [sources.sglang]'s commit here (`doit bump:sglang` moves both)",
+    ),
     "no jobs": (
         lambda t: edit_toml(t, ["build", "max_jobs"], 0),
         "pins.toml: [build].max_jobs: 0 is out of range; "

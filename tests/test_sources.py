@@ -75,6 +75,28 @@ def test_a_folder_is_given_alone_only_when_its_tree_id_is_the_pinned_one(
     )
 
 
+def test_a_submodule_in_the_folder_that_gitmodules_does_not_declare_is_refused(
+    tmp_path: Path, upstream: tuple[Path, str]
+) -> None:
+    # Checked out empty, and a later .gitmodules (outside the folder's tree id) would fill
+    # it under the same key: refused, not built.
+    repo, _ = upstream
+    inner = tmp_path / "inner"
+    make_repo(inner, {"k.cu": "// k\n"})
+    link = git(inner, "rev-parse", "HEAD")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{link},csrc/third")
+    head = commit(repo, {}, "a gitlink with no .gitmodules entry")
+    tree = git(repo, "rev-parse", f"{head}:csrc")
+    cache = SourceCache(tmp_path / "cache")
+    with pytest.raises(FetchError) as caught:
+        cache.subtree("kernel", source(head, f"file://{repo}", subtree="csrc", tree=tree))
+    assert str(caught.value) == (
+        "source kernel: csrc/third in csrc/ is a submodule .gitmodules does not declare, so "
+        "it would be checked out empty; pin a commit whose .gitmodules declares it, or remove "
+        "[sources.kernel].subtree to build the whole tree"
+    )
+
+
 def test_a_cached_commit_is_trusted_by_its_id_without_the_network(
     tmp_path: Path, upstream: tuple[Path, str]
 ) -> None:

@@ -181,9 +181,13 @@ class SourceCache:
 
     def subtree(self, name: str, source: GitSource) -> Path:
         """The folder ``source.subtree`` of the source's tree at its commit, checked to be
-        the tree its pin names: a stage that builds the folder alone is keyed by that id."""
+        the tree its pin names: a stage that builds the folder alone is keyed by that id.
+        Not covered: a .gitattributes above the folder whose eol or filter settings change
+        how git writes the folder's files (a later commit could change those, not the id)."""
         tree = self.tree(name, source)
         found = _folder_id(tree, name, source)
+        if source.submodules:  # else none is fetched: every one is empty, declared or not
+            _declared(tree, name, source.subtree)
         if found != source.tree:
             raise FetchError(
                 f"source {name}: {source.subtree}/ at {source.commit[:12]} is tree {found}, "
@@ -349,13 +353,16 @@ def tree_id(
     there, the commit it pins, which fixes its files as a tree id does; None if it has no
     such folder."""
     try:
-        out = git("ls-tree", "-d", commit, "--", folder.rstrip("/"), cwd=repo, ceiling=ceiling,
+        out = git("ls-tree", "-d", "-z", commit, "--", folder, cwd=repo, ceiling=ceiling,
                   timeout=timeout)  # fmt: skip
     except CommandFailed:
         return None
-    mode_type_id, _, _ = out.partition("\t")
-    fields = mode_type_id.split()
-    return fields[2] if fields[1:2] in (["tree"], ["commit"]) else None
+    for entry in out.split("\0"):  # "<mode> <type> <id>\t<path>": the folder's own entry
+        mode_type_id, _, path = entry.partition("\t")
+        fields = mode_type_id.split()
+        if path == folder and fields[1:2] in (["tree"], ["commit"]):
+            return fields[2]
+    return None
 
 
 def _folder_id(tree: Path, name: str, source: GitSource) -> str:
@@ -366,6 +373,25 @@ def _folder_id(tree: Path, name: str, source: GitSource) -> str:
             f"[sources.{name}].subtree"
         )
     return found
+
+
+def _declared(tree: Path, name: str, folder: str) -> None:
+    """Refuse a submodule in ``folder`` that the root's .gitmodules does not declare: it is
+    checked out empty, and a later .gitmodules (outside the folder, so no part of its tree
+    id) would fill it under the same key."""
+    out = git("ls-tree", "-r", "-z", "HEAD", "--", folder, cwd=tree, ceiling=tree.parent,
+              timeout=60)  # fmt: skip
+    links = {
+        path for mode_type_id, _, path in (e.partition("\t") for e in out.split("\0") if e)
+        if mode_type_id.split()[1:2] == ["commit"]
+    }  # fmt: skip
+    missing = sorted(links - {sub.path for sub in _submodules_of(tree)})
+    if missing:
+        raise FetchError(
+            f"source {name}: {missing[0]} in {folder}/ is a submodule .gitmodules does not "
+            f"declare, so it would be checked out empty; pin a commit whose .gitmodules "
+            f"declares it, or remove [sources.{name}].subtree to build the whole tree"
+        )
 
 
 def _submodules_of(tree: Path) -> list[Submodule]:

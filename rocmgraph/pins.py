@@ -216,7 +216,7 @@ class GitSource:
         return (
             bool(mine and theirs)
             and (mine.startswith(theirs) or theirs.startswith(mine))
-            and _repository(self.repo) == _repository(other.repo)
+            and repository(self.repo) == repository(other.repo)
         )
 
     def leaf(self, knob: str, location: bool) -> bool | None:
@@ -699,7 +699,7 @@ def _check_relations(pins: Pins) -> None:
             )
 
 
-def _repository(url: str) -> str:
+def repository(url: str) -> str:
     """A repository URL as one name for it: `.../sglang`, `.../sglang.git/`, `.../SGLang`."""
     return url.rstrip("/").removesuffix(".git").lower()
 

@@ -79,6 +79,9 @@ def test_a_commit_outside_the_folder_moves_both_pins_and_rebuilds_no_kernel(
     assert lines[4].endswith(" (with sglang: one repository, one commit)")
     assert "rebuilds: sglang, assemble, manifest" in lines  # not the hour of sgl-kernel
     assert world.pins_text() == before.replace(first, head)  # the folder's id stays
+    # one repository, one history: SGLang's is fetched once for both sources
+    histories = [path.name for path in (world.root / "cache" / "history").iterdir()]
+    assert len([name for name in histories if name.startswith("sglang-")]) == 1, histories
 
 
 def test_a_commit_inside_the_folder_moves_its_tree_and_rebuilds_the_kernel(

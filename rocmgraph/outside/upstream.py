@@ -1,13 +1,15 @@
 """A source's upstream history: what bump and audit ask of it.
 
-A bare repository per source under the cache (``history/<name>.git``) holds
-the tracked branch, the tags and the pinned commit; each question is a git
+A bare repository per upstream under the cache (``history/<name>-<id>.git``, by the
+repository's URL: SGLang and its sgl-kernel folder share one) holds the tracked
+branches, the tags and the pinned commit; each question is a git
 command on it. Fetching needs the network; a failure is one FetchError line
 and leaves the repository as it was (nothing half-fetched stays behind).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tempfile
 from collections import Counter
@@ -22,13 +24,20 @@ from rocmgraph.fsutil import build_dir, owned
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
 from rocmgraph.outside.sources import SourceCache, git_reason, tree_id
-from rocmgraph.pins import GitSource
+from rocmgraph.pins import GitSource, repository
 
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 # git's titles for a revert, and for a revert of a revert; a squash merge adds " (#N)".
 _REVERT = re.compile(r'^(Revert|Reapply) "(.*)"(?:\s*\(#\d+\))?\s*$')
 _GITHUB = re.compile(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", re.IGNORECASE)
 _REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+
+
+def _folder(url: str) -> str:
+    """The history's folder: the repository's last name (to read), and its URL's hash."""
+    same = repository(url)
+    last = re.sub(r"[^A-Za-z0-9._-]", "_", same.rsplit("/", 1)[-1]) or "repository"
+    return f"{last}-{hashlib.sha256(same.encode()).hexdigest()[:12]}.git"
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class Commit:
 class History:
     def __init__(self, cache: SourceCache, name: str, source: GitSource, timeout: float = 600):
         self.cache, self.name, self.source, self.timeout = cache, name, source, timeout
-        self.repo: Path = cache.root / "history" / f"{name}.git"
+        self.repo: Path = cache.root / "history" / _folder(source.repo)
 
     def fetch(self) -> None:
         """Upstream's branches and tags as they are now (a branch or tag gone upstream goes).

@@ -68,7 +68,6 @@ class Bump:
     notes: list[str] = field(default_factory=list)  # values only you can set
     unknown: str = ""  # why it could not be checked
     commit: str = ""  # the commit it moves to
-    history: History | None = None  # its repository's, for the sources that move with it
     held: str = ""  # why it waits for a source it moves with, which stopped
 
     @property
@@ -89,26 +88,18 @@ class Bump:
         return " and ".join(reasons)
 
 
-def bump_source(
-    run: Run, outside: Outside, name: str, to: str = "", history: History | None = None
-) -> Bump:
-    """Bump source ``name`` to ``to`` (else upstream's head); ``history``: its repository's,
-    fetched already (a source that moves with another reads the other's)."""
+def bump_source(run: Run, outside: Outside, name: str, to: str, history: History) -> Bump:
+    """Bump source ``name`` to ``to`` (else upstream's head), from its repository's
+    ``history``, fetched already (once for the sources that move together)."""
     source = run.pins.sources[name]
     sources = outside.sources(run.pins)
-    if history is None:
-        history = History(sources, name, source)
-        try:
-            history.fetch()
-        except FetchError as exc:
-            return Bump(name, f"{name}: not checked", unknown=str(exc))
     new = history.resolve(to) if to else history.head()
     if new is None:
         raise VariableError(f"bump {name}: to={to} names no commit or tag of {sources.url(source)}")
     old = history.resolve(source.commit) if source.commit else None
     if old == new:
         headline = f"{name}: already at upstream's {_short(new)} ({to or source.branch})"
-        return Bump(name, headline, commit=new, history=history)
+        return Bump(name, headline, commit=new)
     after = history.commit(new)
     between = history.between(old, new) if old else []
     headline = (
@@ -117,7 +108,7 @@ def bump_source(
         + (f"{len(between)} commits" if old else "history unknown")
         + (f", {url}" if (url := compare_url(source.repo, old or "", new)) and old else "")
     )
-    bump = Bump(name, headline, commit=new, history=history)
+    bump = Bump(name, headline, commit=new)
     moved = dataclasses.replace(source, commit=new)
     try:
         statuses = patches.check_source(sources, name, moved)
@@ -162,17 +153,19 @@ def _bump_together(run: Run, outside: Outside, name: str, to: str) -> list[Bump]
     source first (SGLang before its sgl-kernel folder), whichever was asked for."""
     group = [name, *together(run.pins, name)]
     name = next((each for each in group if not run.pins.sources[each].subtree), name)
-    first = bump_source(run, outside, name, to)
+    history = History(outside.sources(run.pins), name, run.pins.sources[name])
+    try:
+        history.fetch()
+    except FetchError as exc:  # upstream out of reach: the same for all of them
+        return [Bump(each, f"{each}: not checked", unknown=str(exc)) for each in group]
+    first = bump_source(run, outside, name, to, history)
     bumps = [first]
     for other in (each for each in group if each != name):
-        if first.history is None:  # upstream out of reach: the same for both
-            bumps.append(Bump(other, f"{other}: not checked", unknown=first.unknown))
-            continue
         if not first.changes:  # already at upstream's: so is the source pinned with it
             bumps.append(Bump(other, f"{other}: already there with {name}", commit=first.commit))
             continue
         # `to` when given, so a tag is recorded for both; else the commit the first moved to
-        follower = bump_source(run, outside, other, to or first.commit, first.history)
+        follower = bump_source(run, outside, other, to or first.commit, history)
         follower.headline += f" (with {name}: one repository, one commit)"
         bumps.append(follower)
     _hold(bumps)

@@ -443,6 +443,10 @@ def test_a_conflict_wins_over_what_cannot_be_reached(world: World) -> None:
     assert lines[lines.index("sglang: not checked") + 1] == (
         f"  unknown: source sglang: cannot fetch {closed}/sglang.git (connection refused)"
     )
+    # its sgl-kernel folder is the same repository: one fetch, one answer for both
+    assert lines[lines.index("sgl_kernel: not checked") + 1] == (
+        f"  unknown: source sglang: cannot fetch {closed}/sglang.git (connection refused)"
+    )
 
 
 def test_a_new_tree_that_cannot_be_fetched_is_unknown_and_nothing_is_written(

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from rocmgraph.errors import GraphError
-from rocmgraph.pins import GitSource, PinPath
+from rocmgraph.errors import GraphError, PinsError, shown
+from rocmgraph.pins import GitSource, PinPath, Pins
 from rocmgraph.spelling import suggest
 
 
@@ -151,6 +151,43 @@ class Graph:
             if stage.name not in gone
         }  # fmt: skip
         return Graph(kept, tuple(name for name in self.order if name in kept))
+
+    def check(self, pins: Pins) -> None:
+        """What the pins say that only the stages can tell wrong: a source no stage builds
+        (a misspelt name would leave its stage out of the image without a word), a stage
+        some of whose sources are pinned and some not, a stage no base image can provide."""
+        named = sorted({read[1] for stage in self for read in stage.reads
+                        if read[:1] == ("sources",) and len(read) > 1})  # fmt: skip
+        for name in pins.sources:
+            if name not in named:
+                raise PinsError(
+                    pins.file,
+                    f"[sources.{name}]",
+                    "no stage builds a source of this name",
+                    f"{suggest(name, named)}name one of: {', '.join(named)}",
+                )
+        for stage in self:
+            pinned = [source for source in stage.sources if source in pins.sources]
+            lacking = [source for source in stage.sources if source not in pins.sources]
+            if stage.optional and pinned and lacking:
+                raise PinsError(
+                    pins.file,
+                    f"[sources.{lacking[0]}]",
+                    f"is missing: stage {stage.name} builds it with [sources.{pinned[0]}]",
+                    f"pin it too, or remove [sources.{pinned[0]}] to leave {stage.name} "
+                    "out of the image",
+                )
+        # Only what its own recipe can check in a base image: ROCm, the torch stack, a
+        # source stage (verl and the sources other stages build have no such check).
+        providable = ["rocm", "wheels", *(stage.name for stage in self if stage.optional)]
+        for name in pins.base.provides:
+            if name not in providable:
+                raise PinsError(
+                    pins.file,
+                    "[base].provides",
+                    f"{shown(name)} is not a stage a base image can provide",
+                    f"list only stages it carries: {', '.join(providable)}",
+                )
 
     @property
     def final(self) -> str:

@@ -199,8 +199,9 @@ def _prune_dir(value: str) -> str | None:
 
 def _path_glob(value: str) -> str | None:
     """An absolute path or pattern (/*.whl), but not the whole file system."""
-    if value in ("/", "/*"):
-        return f"{shown(value)} names the whole file system"
+    first = value.strip("/").split("/")[0]
+    if not first or not first.strip("*?"):  # "/", "/*", "/**", "/*/lib": every folder of /
+        return f"{shown(value)} names the whole file system, or every folder of /"
     return _abs_path(value)
 
 

@@ -214,7 +214,8 @@ class GitSource:
         sgl-kernel folder): however the URL is spelt, a short id or its full one."""
         mine, theirs = self.commit, other.commit
         return (
-            bool(mine and theirs)
+            # both left for `doit lock`, which records one commit of the one repository
+            bool(mine) == bool(theirs)
             and (mine.startswith(theirs) or theirs.startswith(mine))
             and repository(self.repo) == repository(other.repo)
         )
@@ -658,15 +659,7 @@ def _toml_type(data: object) -> str:
 
 def _check_relations(pins: Pins) -> None:
     """Rules beyond one field's kind."""
-    providable = ("rocm", "wheels", *sorted(pins.sources))  # a source: its stage's name
-    for name in pins.base.provides:
-        if name not in providable:
-            raise PinsError(
-                pins.file,
-                "[base].provides",
-                f"{shown(name)} is not a stage a base image can provide",
-                f"list only stages it carries: {', '.join(providable)}",
-            )
+    # Which stages a base can provide, and which sources exist: Graph.check knows them.
     for name, source in pins.sources.items():
         if source.subtree:
             _check_subtree(pins.file, name, source)
@@ -678,6 +671,16 @@ def _check_relations(pins: Pins) -> None:
                 "set subtree to the folder it is the id of, or remove tree",
             )
     _check_workspaces(pins)
+    for table, env in [(("env",), pins.env)] + [
+        (("sources", name, "env"), source.env) for name, source in pins.sources.items()
+    ]:
+        if "PYTORCH_ROCM_ARCH" in env:  # one arch set for the whole image, named apart
+            raise PinsError(
+                pins.file,
+                format_path((*table, "PYTORCH_ROCM_ARCH")),
+                "is set from the arch set the image is built for, not pinned",
+                "remove it; choose the archs with arch= or [build].archs",
+            )
     for package in pins.python.patches:
         if package not in pins.python.stack:
             raise PinsError(
@@ -713,14 +716,24 @@ def _check_workspaces(pins: Pins) -> None:
         if not source.workspace:
             continue
         other = first.setdefault(source.workspace, name)
-        if other != name and not source.same_checkout(pins.sources[other]):
+        if other == name or source.same_checkout(pins.sources[other]):
+            continue
+        if bool(source.commit) != bool(pins.sources[other].commit):
+            pinned, empty = (name, other) if source.commit else (other, name)
             raise PinsError(
                 pins.file,
                 format_path(("sources", name, "commit")),
-                f"shares workspace {shown(source.workspace)} with [sources.{other}], but not "
-                "its repository and commit, so the two trees would mix there",
-                f"pin [sources.{other}]'s commit here (`doit bump:{other}` moves both)",
+                f"shares workspace {shown(source.workspace)} with [sources.{other}], and "
+                f"[sources.{pinned}] pins a commit where [sources.{empty}] leaves it empty",
+                "pin both to one commit, or leave both empty for `doit lock`",
             )
+        raise PinsError(
+            pins.file,
+            format_path(("sources", name, "commit")),
+            f"shares workspace {shown(source.workspace)} with [sources.{other}], but not "
+            "its repository and commit, so the two trees would mix there",
+            f"pin [sources.{other}]'s commit here (`doit bump:{other}` moves both)",
+        )
 
 
 def _check_subtree(file: str, name: str, source: GitSource) -> None:

@@ -66,6 +66,7 @@ class Run:
     @functools.cached_property
     def graph(self) -> Graph:
         """The stages of this profile: those whose sources the pins pin."""
+        self.stages.check(self.pins)
         return self.stages.select(frozenset(self.pins.sources))
 
     @functools.cached_property

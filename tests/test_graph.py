@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import PINS, delete_toml, edit_toml
 
 import stages
-from rocmgraph.errors import GraphError
+from rocmgraph import pins
+from rocmgraph.errors import GraphError, PinsError
 from rocmgraph.graph import Stage, make_graph
 
 
@@ -74,3 +76,44 @@ def test_every_stage_has_a_module_and_a_one_line_doc() -> None:
         assert module.__name__ == f"stages.{module.STAGE.name}"
         assert module.STAGE.doc
         assert "\n" not in module.STAGE.doc
+
+
+def checked(text: str) -> str:
+    """The message Graph.check gives for pins ``text``."""
+    with pytest.raises(PinsError) as caught:
+        stages.graph().check(pins.loads(text))
+    return str(caught.value)
+
+
+def test_the_pins_of_every_profile_pass_the_graph_check() -> None:
+    for name in ("pins.toml", "pins-rocm702.toml", "demo/pins.toml"):
+        stages.graph().check(pins.load(str(PINS.parent / name)))
+
+
+def test_a_misspelt_source_is_refused_not_left_out_of_the_image() -> None:
+    text = PINS.read_text()
+    misspelt = text.replace("[sources.causal_conv1d", "[sources.causal-conv1d")
+    assert checked(misspelt) == (
+        "pins.toml: [sources.causal-conv1d]: no stage builds a source of this name; did you "
+        "mean 'causal_conv1d'? name one of: aiter, causal_conv1d, flash_attention, mbridge, "
+        "sgl_kernel, sglang, torch_memory_saver, transformer_engine, verl, vllm"
+    )
+
+
+def test_a_stage_with_one_of_its_sources_unpinned_is_refused() -> None:
+    text = delete_toml(PINS.read_text(), ["sources", "torch_memory_saver"])
+    assert checked(text) == (
+        "pins.toml: [sources.torch_memory_saver]: is missing: stage sglang builds it with "
+        "[sources.sglang]; pin it too, or remove [sources.sglang] to leave sglang out of "
+        "the image"
+    )
+
+
+def test_only_a_stage_that_checks_a_base_image_can_be_provided() -> None:
+    for name in ("assemble", "verl", "mbridge"):
+        text = edit_toml(PINS.read_text(), ["base", "provides"], ["rocm", name])
+        assert checked(text) == (
+            f"pins.toml: [base].provides: '{name}' is not a stage a base image can provide; "
+            "list only stages it carries: rocm, wheels, aiter, causal_conv1d, "
+            "flash_attention, sgl_kernel, sglang, transformer_engine, vllm"
+        )

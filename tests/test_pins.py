@@ -114,12 +114,6 @@ BAD: dict[str, tuple[Edit, str]] = {
         "(registry/name:tag; the digest goes in `digest`); "
         "write registry/name:tag and put the digest in its own key",
     ),
-    "stage a base cannot provide": (
-        lambda t: edit_toml(t, ["base", "provides"], ["rocm", "assemble"]),
-        "pins.toml: [base].provides: 'assemble' is not a stage a base image can provide; "
-        "list only stages it carries: rocm, wheels, aiter, causal_conv1d, flash_attention, "
-        "mbridge, sgl_kernel, sglang, torch_memory_saver, transformer_engine, verl, vllm",
-    ),
     "a folder id without its folder": (
         lambda t: edit_toml(t, ["sources", "vllm", "tree"], "c" * 40),
         "pins.toml: [sources.vllm].tree: is the tree id of a subtree, but "
@@ -142,6 +136,22 @@ BAD: dict[str, tuple[Edit, str]] = {
         "pins.toml: [sources.sgl_kernel].commit: shares workspace 'sglang' with "
         "[sources.sglang], but not its repository and commit, so the two trees would mix "
         "there; pin [sources.sglang]'s commit here (`doit bump:sglang` moves both)",
+    ),
+    "the arch set pinned as a variable": (
+        lambda t: edit_toml(t, ["env", "PYTORCH_ROCM_ARCH"], "gfx90a"),
+        "pins.toml: [env].PYTORCH_ROCM_ARCH: is set from the arch set the image is built for, "
+        "not pinned; remove it; choose the archs with arch= or [build].archs",
+    ),
+    "a cleanup of every folder of /": (
+        lambda t: edit_toml(t, ["cleanup", "paths"], ["/*.whl", "/**"]),
+        "pins.toml: [cleanup].paths: '/**' names the whole file system, or every folder of /; "
+        "write an absolute path such as /opt/rocm/lib",
+    ),
+    "one of two sources of a workspace left for the lock": (
+        lambda t: edit_toml(t, ["sources", "sgl_kernel", "commit"], ""),
+        "pins.toml: [sources.sgl_kernel].commit: shares workspace 'sglang' with "
+        "[sources.sglang], and [sources.sglang] pins a commit where [sources.sgl_kernel] "
+        "leaves it empty; pin both to one commit, or leave both empty for `doit lock`",
     ),
     "no jobs": (
         lambda t: edit_toml(t, ["build", "max_jobs"], 0),
@@ -658,3 +668,9 @@ def test_a_message_quotes_any_value_on_one_short_line(value: str) -> None:
         assert quoted[-2] == "…"
         quoted = quoted[:-2] + quoted[-1]
     assert ast.literal_eval(quoted) == value[:LONGEST]  # a prefix of the value, quoted as is
+
+
+def test_sources_of_one_workspace_may_both_wait_for_the_lock() -> None:
+    text = edit_toml(PINS.read_text(), ["sources", "sgl_kernel", "commit"], "")
+    loaded = pins.loads(edit_toml(text, ["sources", "sglang", "commit"], ""))
+    assert (loaded.sources["sglang"].commit, loaded.sources["sgl_kernel"].commit) == ("", "")

@@ -3,12 +3,15 @@ modes a build context's files take."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -18,12 +21,20 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path``: readers see the old file or the new one, never a mix."""
+    """Write ``data`` to ``path``: readers see the old file or the new one, never a mix. A
+    symlink is followed (the file it names gets the data, the link stays) and the file keeps
+    its mode (a new one takes the umask's)."""
+    path = path.resolve() if path.is_symlink() else path
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     with tempfile.NamedTemporaryFile(
         "wb", dir=path.parent, prefix=f".{path.name}.", delete=False
     ) as tmp:
         try:
+            os.fchmod(tmp.fileno(), mode)  # mkstemp's is 0600
             tmp.write(data)
             tmp.flush()
             os.fsync(tmp.fileno())
@@ -31,6 +42,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             Path(tmp.name).unlink()
             raise
     Path(tmp.name).replace(path)  # atomic on one filesystem
+
+
+def _umask() -> int:
+    """This process's umask, read where Linux shows it: setting it to read it back would
+    change it for the other threads meanwhile."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def owned(what: str) -> str:
@@ -84,3 +107,46 @@ def git_modes(root: Path) -> None:
             if stat.S_ISLNK(facts.st_mode) or facts.st_nlink > 1:
                 continue  # a link's own mode means nothing; a store file is the store's
             path.chmod(0o755 if facts.st_mode & stat.S_IXUSR else 0o644)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold flock(2) on the file at ``path``. A write that replaces the file
+    (a rename: pinsedit) leaves a writer that waited holding the lock of the file it
+    replaced: it locks the new one then. Where no lock can be had (a file system without
+    them), what it guards goes on unlocked."""
+    while True:
+        fd = _open(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), path.stat()
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in NO_LOCKS:
+                yield
+                return
+            raise
+        except BaseException:  # Ctrl-C while waiting
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+# What flock(2) says where it cannot lock: NFS emulates it with fcntl(2) locks, which need
+# the file open for writing (EBADF), or a server that keeps none (ENOLCK).
+NO_LOCKS = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+
+
+def _open(path: Path) -> int:
+    """The file, for writing where it may be (NFS locks only such), else for reading: a
+    read-only pins file is still replaced, as its folder allows."""
+    try:
+        return os.open(path, os.O_RDWR)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY)

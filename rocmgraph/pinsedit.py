@@ -5,11 +5,6 @@ pins.toml). tomlkit parses and writes; a write is atomic, and two at once take t
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +12,7 @@ from typing import Any
 import tomlkit
 
 from rocmgraph.errors import PinsError
-from rocmgraph.fsutil import atomic_write_text
+from rocmgraph.fsutil import atomic_write_text, locked
 from rocmgraph.pins import PinPath, Value, format_path
 
 
@@ -70,7 +65,7 @@ def write(path: Path, changes: list[Change], *, moved_refused: bool = False) -> 
     each reads and replaces the file under an exclusive lock of the file itself.
     ``moved_refused``: a value another writer changed since this one read it (its ``old``)
     is refused, not overwritten (a lock resolving the commit a bump just moved)."""
-    with _locked(path):
+    with locked(path):
         document = tomlkit.parse(path.read_text(encoding="utf-8"))
         if moved_refused:
             _refuse_moved(path, document, changes)
@@ -92,48 +87,6 @@ def _refuse_moved(path: Path, document: tomlkit.TOMLDocument, changes: list[Chan
                 f"changed while this command ran: it read {read!r}, the file now holds {node!r}",
                 "run the command again",
             )
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold flock(2) on the file at ``path``. A write replaces the file (a rename), so a
-    writer that waited holds the lock of the file it replaced: it locks the new one then.
-    Where no lock can be had (a file system without them), the write goes on unlocked."""
-    while True:
-        fd = _open(path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            held, now = os.fstat(fd), path.stat()
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in NO_LOCKS:
-                yield
-                return
-            raise
-        except BaseException:  # Ctrl-C while waiting
-            os.close(fd)
-            raise
-        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
-            break
-        os.close(fd)
-    try:
-        yield
-    finally:
-        os.close(fd)  # and the lock with it
-
-
-# What flock(2) says where it cannot lock: NFS emulates it with fcntl(2) locks, which need
-# the file open for writing (EBADF), or a server that keeps none (ENOLCK).
-NO_LOCKS = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
-
-
-def _open(path: Path) -> int:
-    """The file, for writing where it may be (NFS locks only such), else for reading: a
-    read-only pins file is still replaced, as its folder allows."""
-    try:
-        return os.open(path, os.O_RDWR)
-    except PermissionError:
-        return os.open(path, os.O_RDONLY)
 
 
 def delete(text: str, path: PinPath) -> str:

@@ -168,3 +168,26 @@ def test_a_value_another_writer_moved_since_it_was_read_is_refused_not_overwritt
         "holds 16; run the command again"
     )
     assert path.read_text() == text  # nothing written
+
+
+def test_a_write_keeps_the_pins_files_mode_and_writes_through_a_symlink(tmp_path: Path) -> None:
+    """A group-readable pins file stays readable by the group (a CI container of another
+    uid), and a `pins=` link to a shared file edits that file, not a copy in its place."""
+    shared = tmp_path / "shared.toml"
+    shared.write_text(PINS.read_text())
+    shared.chmod(0o664)
+    link = tmp_path / "link.toml"
+    link.symlink_to(shared)
+    pinsedit.write(link, [pinsedit.Change(("build", "max_jobs"), 64, 8)])
+    assert link.is_symlink()
+    assert pins.load(shared).build.max_jobs == 8
+    assert oct(shared.stat().st_mode & 0o777) == oct(0o664)
+
+
+def test_a_new_file_written_whole_takes_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "new.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "new.json").stat().st_mode & 0o777) == oct(0o640)

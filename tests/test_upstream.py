@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,12 @@ def listing(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
 
 
+def _source(url: str) -> GitSource:
+    return GitSource(repo="https://github.com/o/up", mirror=url, branch="main", commit="")
+
+
 def history(tmp_path: Path, url: str, timeout: float = 60) -> History:
-    source = GitSource(repo="https://github.com/o/up", mirror=url, branch="main", commit="")
-    return History(SourceCache(tmp_path / "cache"), "up", source, timeout=timeout)
+    return History(SourceCache(tmp_path / "cache"), "up", _source(url), timeout=timeout)
 
 
 KINDS = ["cut", "stalled", "dumb"]
@@ -37,8 +41,9 @@ def test_a_first_history_fetch_that_fails_half_way_leaves_nothing(
         with pytest.raises(FetchError) as caught:
             upstream.fetch()
     assert str(caught.value) == f"source up: cannot fetch {url} ({reason})"
-    assert listing(tmp_path / "cache") == {}  # no tmp_pack_*, no half-made repository
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["tmp"]
+    # no tmp_pack_*, no half-made repository: only the (empty) lock fetches take turns by
+    assert listing(tmp_path / "cache") == {f"history/{upstream.repo.name}.lock": 0}
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["history", "tmp"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -177,3 +182,27 @@ def test_a_folder_moved_only_in_part_is_not_called_moved() -> None:
     assert moved_to("kernel", most, files) == "aot/"
     scattered = {"kernel/0.cu": "a/0.cu", "kernel/1.cu": "b/1.cu", "kernel/2.cu": "c/2.cu"}
     assert moved_to("kernel", scattered, files) is None
+
+
+def _fetch_once(cache: str, url: str) -> str:
+    """One process's fetch of the shared history (run in a pool: a process each)."""
+    try:
+        History(SourceCache(Path(cache)), "up", _source(url), timeout=60).fetch()
+    except Exception as exc:  # the test shows whatever went wrong
+        return f"{type(exc).__name__}: {exc}"
+    return "fetched"
+
+
+def test_runs_that_fetch_one_history_at_once_take_turns(tmp_path: Path) -> None:
+    repo = tmp_path / "up"
+    make_repo(repo, {"a": "1\n"})
+    url = str(repo)  # git fetches from a path as from a URL
+    history(tmp_path, url).fetch()  # the history exists: later fetches update it
+    for turn in range(3):  # each turn moves 30 branches that every fetch updates
+        head = commit(repo, {"a": f"{turn}\n"}, f"turn {turn}")
+        for i in range(30):
+            git(repo, "branch", "-f", f"b{i}", head)
+        with multiprocessing.get_context("spawn").Pool(4) as pool:
+            results = pool.starmap(_fetch_once, [(str(tmp_path / "cache"), url)] * 4)
+        assert results == ["fetched"] * 4
+    assert history(tmp_path, url).resolve("refs/heads/b29") == head

@@ -20,7 +20,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from rocmgraph.errors import FetchError
-from rocmgraph.fsutil import build_dir, owned
+from rocmgraph.fsutil import build_dir, locked, owned
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
 from rocmgraph.outside.sources import SourceCache, git_reason, tree_id
@@ -62,20 +62,34 @@ class History:
         repository with it: no ``tmp_pack_*`` of the whole history stays.
         """
         url = self.cache.url(self.source)
-        scratch = self.cache.scratch
-        if not self.repo.is_dir():
-            build_dir(self.repo, scratch, lambda work: self._fetch_into(work, url))
-        else:
-            prefix = owned(f"{self.name}.git")
-            with tempfile.TemporaryDirectory(prefix=prefix, dir=scratch) as tmp:
-                self._fetch_into(Path(tmp), url, borrow=self.repo)
-                git("fetch", "--quiet", "--force", "--prune", "--prune-tags", tmp, *_REFSPECS,
-                    cwd=self.repo, timeout=self.timeout)  # fmt: skip
+        # Two runs on one cache (a bump and CI's audit) take turns: git's ref locks would
+        # refuse the second one's update of the same branches.
+        lock = self.repo.with_name(self.repo.name + ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
+        with locked(lock):
+            self._fetch(url)
         if self.resolve(f"refs/heads/{self.source.branch}") is None:
             raise FetchError(
                 f"source {self.name}: {url} has no branch {self.source.branch}; "
                 f"fix [sources.{self.name}].branch"
             )
+
+    def _fetch(self, url: str) -> None:
+        scratch = self.cache.scratch
+        if not self.repo.is_dir():
+            build_dir(self.repo, scratch, lambda work: self._fetch_into(work, url))
+            return
+        prefix = owned(f"{self.name}.git")
+        with tempfile.TemporaryDirectory(prefix=prefix, dir=scratch) as tmp:
+            self._fetch_into(Path(tmp), url, borrow=self.repo)
+            try:
+                git("fetch", "--quiet", "--force", "--prune", "--prune-tags", tmp, *_REFSPECS,
+                    cwd=self.repo, timeout=self.timeout)  # fmt: skip
+            except CommandFailed as exc:
+                raise FetchError(
+                    f"source {self.name}: cannot update {self.repo} ({git_reason(exc)})"
+                ) from None
 
     def _fetch_into(self, work: Path, url: str, borrow: Path | None = None) -> None:
         git("init", "--quiet", "--bare", str(work), timeout=60)

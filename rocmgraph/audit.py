@@ -114,6 +114,18 @@ def _subtree(history: History, name: str, source: GitSource, commit: str) -> lis
     return []
 
 
+def _tag(history: History, name: str, source: GitSource, commit: str) -> list[str]:
+    """The tag a source is pinned by names its commit: the docs name the image's source by
+    it (Flash Attention v2.8.3)."""
+    if not source.tag or (tagged := history.resolve(source.tag)) == commit:
+        return []
+    where = f"is {tagged[:12]}" if tagged else "is gone upstream"
+    return [
+        f"[sources.{name}].tag {source.tag} {where}, not the pinned commit: "
+        f'`doit bump:{name} to={source.tag}`, or set tag = ""'
+    ]
+
+
 def _source(sources: SourceCache, name: str, source: GitSource) -> Row:
     row = Row(Pinned.COMMIT, format_path(("sources", name, "commit")), source.commit)
     row.full_length = bool(FULL.fullmatch(source.commit))
@@ -144,6 +156,7 @@ def _source(sources: SourceCache, name: str, source: GitSource) -> Row:
     if on_branch:
         row.behind = history.behind(commit)
     row.age_days = history.age_days(commit)
+    row.problems += _tag(history, name, source, commit)
     if source.subtree:
         row.problems += _subtree(history, name, source, commit)
     if source.patches:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph import docs, keys, patches
+from rocmgraph import docs, keys, kinds, patches
 from rocmgraph.errors import (
     Answer,
     FetchError,
@@ -125,15 +125,23 @@ def bump_source(run: Run, outside: Outside, name: str, to: str, history: History
     ]
     bump.changes.append(Change(("sources", name, "commit"), source.commit, new))
     tree = history.tree_id(new, source.subtree) if source.subtree else None
-    if tree is not None and tree != source.tree:  # the folder it builds changed: it rebuilds
-        bump.changes.append(Change(("sources", name, "tree"), source.tree, tree))
+    new_tree = tree if tree is not None and tree != source.tree else None
+    if new_tree is not None:  # the folder it builds changed: it rebuilds
+        bump.changes.append(Change(("sources", name, "tree"), source.tree, new_tree))
     tag = to if to and history.is_tag(to) else ""
+    if tag and kinds.GIT_REF.problem(tag):  # a tag git takes and a pin does not (v1@2)
+        bump.notes.append(f"{format_path(('sources', name, 'tag'))}: {tag!r} is not recorded: "
+                          f"{kinds.GIT_REF.problem(tag)}")  # fmt: skip
+        tag = ""
     if tag != source.tag:
         bump.changes.append(Change(("sources", name, "tag"), source.tag, tag))
     kept = tuple(v.what for v in bump.verdicts if v.status is not Outcome.OBSOLETE)
     if kept != source.patches:
         bump.changes.append(Change(("sources", name, "patches"), source.patches, kept))
-    _version(bump, history, name, source, new)
+    if source.subtree:
+        _folder_version(bump, name, source, new, new_tree is not None)
+    else:
+        _version(bump, history, name, source, new)
     return bump
 
 
@@ -161,6 +169,9 @@ def _bump_together(run: Run, outside: Outside, name: str, to: str) -> list[Bump]
     first = bump_source(run, outside, name, to, history)
     bumps = [first]
     for other in (each for each in group if each != name):
+        if first.unknown:  # its new tree could not be read: neither can this one's
+            bumps.append(Bump(other, f"{other}: not checked", commit=first.commit))
+            continue
         if not first.changes:  # already at upstream's: so is the source pinned with it
             bumps.append(Bump(other, f"{other}: already there with {name}", commit=first.commit))
             continue
@@ -280,6 +291,19 @@ def _version(bump: Bump, history: History, name: str, source: GitSource, new: st
     says = f"still says {source.version}" if source.version else "is empty, and its build needs it"
     bump.notes.append(
         f"{format_path(('sources', name, 'version'))} {says}: set it to the version at {new[:12]}"
+    )
+
+
+def _folder_version(bump: Bump, name: str, source: GitSource, new: str, folder_moved: bool) -> None:
+    """A folder built alone has a version of its own (sgl-kernel's is not SGLang's): the
+    repository's tags version the whole tree, so only a note, when the folder changed."""
+    if not folder_moved or not (source.version or source.version_env):
+        return
+    says = f"still says {source.version}" if source.version else "is empty, and its build needs it"
+    bump.notes.append(
+        f"{format_path(('sources', name, 'version'))} {says}: {source.subtree}/ changed, and "
+        f"the repository's tags do not version it alone; set it to {source.subtree}/'s "
+        f"version at {new[:12]}"
     )
 
 

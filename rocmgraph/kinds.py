@@ -325,6 +325,25 @@ NAME = Kind(
     _regex(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a name (letters, digits, . _ -)"),
     "use letters, digits, '.', '_' and '-'",
 )
+
+
+def _git_ref(value: str) -> str | None:
+    """A branch or tag name as git allows it (`git check-ref-format`), in the safe
+    characters: release/v0.5, v1.0+rocm."""
+    parts = value.split("/")
+    bad = (
+        not all(re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*", part) for part in parts)
+        or ".." in value
+        or value.endswith((".", ".lock"))
+    )
+    return f"{shown(value)} is not a git branch or tag name" if bad else None
+
+
+GIT_REF = Kind(
+    "git ref",
+    _git_ref,
+    "use letters, digits, '.', '_', '+', '-', and '/' between names (release/v0.5)",
+)
 STAGE_NAME = Kind("stage name", _regex(r"[a-z][a-z0-9_]*", "a stage name"), "use a stage name")
 ENV_NAME = Kind(
     "environment variable",

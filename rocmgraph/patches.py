@@ -85,7 +85,13 @@ class Patch:
 
 
 def read_patch(relative: str) -> Patch:
-    text = (ROOT / relative).read_text(encoding="utf-8")
+    try:
+        text = (ROOT / relative).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PatchError(
+            f"{relative}: no such file; name a patch of this repository in the pins "
+            "(paths are relative to its root)"
+        ) from None
     header_text = text.split("\n---\n", 1)[0] if "\n---\n" in text else ""
     header = email.parser.HeaderParser().parsestr(header_text)
     description = " ".join((header.get("Description") or "").split())

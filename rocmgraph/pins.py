@@ -176,9 +176,9 @@ class GitSource:
     # Where it is fetched from and what upstream calls it are no inputs: the commit is the tree.
     repo: str = _kind(kinds.URL, location=True)
     mirror: str = _kind(kinds.MIRROR, default="", location=True)  # fetched from here instead
-    branch: str = _kind(kinds.NAME, location=True)  # the branch `doit bump` follows
+    branch: str = _kind(kinds.GIT_REF, location=True)  # the branch `doit bump` follows
     commit: str = _kind(kinds.COMMIT)
-    tag: str = _kind(kinds.optional(kinds.NAME), default="", location=True)  # upstream's name
+    tag: str = _kind(kinds.optional(kinds.GIT_REF), default="", location=True)  # upstream's
     version: str = _kind(kinds.optional(kinds.TEXT), default="")
     # The distribution it installs, when not named like the source (flash_attention: flash_attn):
     # the image is checked to hold it at `version`.

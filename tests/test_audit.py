@@ -87,6 +87,23 @@ def test_a_commit_only_a_tag_reaches_is_reachable_but_not_behind(world: World) -
     assert mbridge["problems"] == []
 
 
+def test_a_tag_that_names_another_commit_than_the_pin_is_a_problem(world: World) -> None:
+    """The docs name Flash Attention by its tag: a commit moved past it leaves them wrong."""
+    repo = world.repos["flash_attention"]
+    tag = pins.load(world.pins).sources["flash_attention"].tag
+    tagged = git(repo, "rev-parse", f"{tag}^{{commit}}")
+    later = commit(repo, {"NEWS": "after the release\n"}, "after the release")
+    world.pins.write_text(
+        edit_toml(world.pins_text(), ["sources", "flash_attention", "commit"], later)
+    )
+    _, document, _ = audit(world)
+    row = rows(document)["[sources.flash_attention].commit"]
+    assert row["problems"] == [
+        f"[sources.flash_attention].tag {tag} is {tagged[:12]}, not the pinned commit: "
+        f'`doit bump:flash_attention to={tag}`, or set tag = ""'
+    ]
+
+
 def test_short_ids_and_unpinned_installs_are_violations(world: World) -> None:
     code, document, _ = audit(world)  # the world as published: short ids, nothing locked
     assert code == 1

@@ -80,7 +80,7 @@ def test_a_commit_outside_the_folder_moves_both_pins_and_rebuilds_no_kernel(
     assert "rebuilds: sglang, assemble, manifest" in lines  # not the hour of sgl-kernel
     assert world.pins_text() == before.replace(first, head)  # the folder's id stays
     # one repository, one history: SGLang's is fetched once for both sources
-    histories = [path.name for path in (world.root / "cache" / "history").iterdir()]
+    histories = [p.name for p in (world.root / "cache" / "history").iterdir() if p.suffix == ".git"]
     assert len([name for name in histories if name.startswith("sglang-")]) == 1, histories
 
 
@@ -477,6 +477,28 @@ def test_a_new_tree_that_cannot_be_fetched_is_unknown_and_nothing_is_written(
     assert world.pins_text() == before
 
 
+def test_a_source_that_moves_with_one_that_could_not_be_checked_is_not_checked(
+    world: World, tmp_path: Path
+) -> None:
+    """SGLang's own new tree cannot be read: its sgl-kernel folder was not looked at either,
+    so it is no "already there"."""
+    with_sgl_kernel_patch = edit_toml(
+        world.pins_text(),
+        ["sources", "sglang", "patches"],
+        [*pins.loads(world.pins_text()).sources["sglang"].patches, SETUP_ROCM],
+    )
+    closed = closed_url()
+    kernel_as_submodule(world, tmp_path, f"{closed}/sgl-kernel.git")
+    world.pins.write_text(with_sgl_kernel_patch)  # pinned at the old commit; upstream moved
+    code, out, err = bump(world, "bump:sglang")
+    assert (code, err) == (2, "error: bump: could not check sglang, sgl_kernel; see above\n")
+    lines = out.splitlines()
+    assert lines[lines.index("sgl_kernel: not checked") + 1 :] == [
+        "  unknown: moves with sglang, which could not be checked"
+    ]
+    assert world.pins_text() == with_sgl_kernel_patch
+
+
 # ---------------------------------------------------------------- the version a bump cannot know
 
 
@@ -502,6 +524,44 @@ def test_two_version_tags_on_the_new_commit_are_left_to_you(world: World) -> Non
         f"  note: [sources.sglang].version still says 0.5.15: set it to the version at {head[:12]}"
     ) in out.splitlines()
     assert pins.load(world.pins).sources["sglang"].version == "0.5.15"
+
+
+def test_a_folder_built_alone_keeps_its_version_when_the_repository_is_tagged(
+    world: World,
+) -> None:
+    """The tags are SGLang's: sgl-kernel/ has a version of its own. A commit that changes
+    the folder leaves a note; one that does not, nothing."""
+    repo, _, _ = with_kernel_tree(world)
+    world.pins.write_text(
+        edit_toml(world.pins_text(), ["sources", "sgl_kernel", "version"], "0.3.0")
+    )
+    head = commit(repo, {"NEWS": "release\n"}, "Release 0.5.16")
+    git(repo, "tag", "-a", "v0.5.16", "-m", "0.5.16", head)
+    code, out, err = bump(world, "bump:sglang")
+    assert code == 0, out + err
+    after = pins.load(world.pins).sources
+    assert (after["sglang"].version, after["sgl_kernel"].version) == ("0.5.16", "0.3.0")
+    assert "note:" not in out
+    head = commit(repo, {"sgl-kernel/NEWS": "faster\n"}, "Release 0.5.17")
+    git(repo, "tag", "-a", "v0.5.17", "-m", "0.5.17", head)
+    code, out, err = bump(world, "bump:sglang")
+    assert code == 0, out + err
+    assert pins.load(world.pins).sources["sgl_kernel"].version == "0.3.0"
+    assert (
+        "  note: [sources.sgl_kernel].version still says 0.3.0: sgl-kernel/ changed, and the "
+        "repository's tags do not version it alone; set it to sgl-kernel/'s version at "
+        f"{head[:12]}"
+    ) in out.splitlines()
+
+
+def test_a_tag_with_a_slash_is_recorded_as_git_names_it(world: World) -> None:
+    repo = world.repos["flash_attention"]
+    head = commit(repo, {"NEWS": "x\n"}, "Release")
+    git(repo, "tag", "rocm/v2.8.4", head)
+    code, out, err = bump(world, "bump:flash_attention", "to=rocm/v2.8.4")
+    assert (code, err) == (0, ""), out
+    after = pins.load(world.pins).sources["flash_attention"]
+    assert (after.commit, after.tag) == (head, "rocm/v2.8.4")
 
 
 # ---------------------------------------------------------------- the docs follow pins.toml

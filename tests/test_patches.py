@@ -198,3 +198,12 @@ def test_a_patch_without_its_header_is_refused(
         "docker/bare.patch: the header needs `Description:` and `Forwarded:` "
         "(a pull request URL, or not-needed), then a line `---` before the diff"
     )
+
+
+def test_a_patch_the_pins_name_that_does_not_exist_is_one_clear_line() -> None:
+    with pytest.raises(PatchError) as caught:
+        patches.read_patch("docker/patches/sglang/0002-typo.patch")
+    assert str(caught.value) == (
+        "docker/patches/sglang/0002-typo.patch: no such file; name a patch of this repository "
+        "in the pins (paths are relative to its root)"
+    )

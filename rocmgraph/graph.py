@@ -38,6 +38,10 @@ class Stage:
     # Pin paths this stage reads, e.g. ("sources", "vllm"): the key covers
     # every value under them, and the template sees nothing else.
     reads: tuple[PinPath, ...] = ()
+    # Of those, the ones that reach the image only as text of its Dockerfile (which the key
+    # holds whole), where the recipe writes them at all: they are no input of their own, so
+    # a change the Dockerfile does not show rebuilds nothing (a source's version).
+    rendered_only: tuple[PinPath, ...] = ()
     recipe: str  # template under docker/
     files: tuple[str, ...] = ()  # further recipe files copied into the context
     arch_dependent: bool = False
@@ -92,6 +96,9 @@ def source_stage(name: str, doc: str, sources: tuple[str, ...] = ()) -> Stage:
         doc=doc,
         parents=("wheels",),
         reads=(*reads, ("build", "max_jobs"), ("base", "provides")),
+        # the version it is given (version_env), the dist and version a provided one is
+        # checked for; not what assemble and the manifest check
+        rendered_only=tuple(read for read in reads if read[2:] in (("version",), ("dist",))),
         recipe="source-wheel.Dockerfile.j2",
         files=("rocmgraph/inimage/verify_dists.py",),
         arch_dependent=True,

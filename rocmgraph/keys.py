@@ -22,7 +22,7 @@ from rocmgraph import kinds
 from rocmgraph.errors import GraphError, PinsError
 from rocmgraph.graph import Fetch, Graph, Stage
 from rocmgraph.layout import ROOT
-from rocmgraph.pins import Pins, Value, format_path, is_under
+from rocmgraph.pins import PinPath, Pins, Value, format_path, is_under
 from rocmgraph.recipe import render
 
 # Bump when the meaning of an input changes, so old keys cannot collide.
@@ -119,6 +119,16 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def reads_of(stage: Stage, pins: Pins) -> tuple[PinPath, ...]:
+    """The pins ``stage``'s image depends on, besides its Dockerfile: those it reads but the
+    ones it only writes into its Dockerfile. A stage the base image provides only checks the
+    base, with what its Dockerfile says (the versions): the apt key, the wheel files, the
+    commits it would build from are no input of it then."""
+    if stage.name in pins.base.provides:
+        return (("base", "provides"),)
+    return tuple(read for read in stage.reads if read not in stage.rendered_only)
+
+
 def recipe_files(stage: Stage, pins: Pins) -> list[str]:
     """Repository files a stage's image depends on: its template, the files it
     copies in, and the patches its pins name."""
@@ -127,7 +137,7 @@ def recipe_files(stage: Stage, pins: Pins) -> list[str]:
         if not (ROOT / name).is_file():
             raise GraphError(f"stage {stage.name!r} copies {name!r}, which does not exist")
     for leaf in pins.leaves():
-        if leaf.kind is not kinds.REPO_FILE or not is_under(leaf.path, stage.reads):
+        if leaf.kind is not kinds.REPO_FILE or not is_under(leaf.path, reads_of(stage, pins)):
             continue
         names = leaf.value if isinstance(leaf.value, tuple) else (str(leaf.value),)
         for name in names:
@@ -157,7 +167,7 @@ def stage_inputs(
     *,
     closure: str | None = None,
 ) -> Inputs:
-    read = pins.read(stage.reads)
+    read = pins.read(reads_of(stage, pins))
     given = variables or {}
     return Inputs(
         schema=SCHEMA,

@@ -149,6 +149,24 @@ def readers(path: tuple[str, ...]) -> set[str]:
     return {s.name for s in GRAPH if is_under(path, s.reads)}
 
 
+def keyed_readers(path: tuple[str, ...], after: pins.Pins) -> set[str]:
+    """The stages whose key a change at ``path`` must move: those it is a pin of (not only
+    text of their Dockerfile, not checked only in a base image), and those whose rendered
+    Dockerfile it changes."""
+    if path == ("build", "archs"):
+        return readers(path)
+    archs = REAL.build.archs
+    return {
+        s.name
+        for s in GRAPH
+        if is_under(path, keys.reads_of(s, REAL))
+        or (
+            is_under(path, s.reads)
+            and recipe.render(s, REAL, archs) != recipe.render(s, after, archs)
+        )
+    }
+
+
 def downstream(names: set[str]) -> set[str]:
     return names.union(*(GRAPH.descendants(name) for name in names))
 
@@ -173,7 +191,6 @@ def test_changing_one_pin_changes_exactly_its_readers_and_their_descendants(
         text = text.replace('"sgl-kernel/', '"sgl-kernelx/').replace(
             '["sgl-kernel"]', '["sgl-kernelx"]'
         )
-    expected = set() if leaf.location else downstream(readers(leaf.path))
     knob = leaf.path[-1]
     if leaf.path[:2] in (("sources", "sglang"), ("sources", "sgl_kernel")) and knob in (
         "commit",
@@ -181,9 +198,11 @@ def test_changing_one_pin_changes_exactly_its_readers_and_their_descendants(
     ):  # one checkout in one workspace: pinned, and moved, together
         for name in ("sglang", "sgl_kernel"):
             text = edit_toml(text, ("sources", name, knob), mutated(leaf))
-        if knob == "commit":  # SGLang's stage moves; the folder is keyed by its tree
-            expected = downstream(readers(("sources", "sglang", "commit")))
     changed_pins = pins.loads(text)
+    expected = set() if leaf.location else downstream(keyed_readers(leaf.path, changed_pins))
+    if leaf.path[:2] == ("sources", "sgl_kernel") and knob == "commit":
+        # SGLang's stage moves with it; the folder is keyed by its tree
+        expected = downstream(keyed_readers(("sources", "sglang", "commit"), changed_pins))
     after = all_keys(changed_pins)
     changed = {name for name in before if before[name] != after[name]}
     # A location (mirror, index URL) says where content comes from, not what it is.
@@ -338,3 +357,25 @@ def test_assemble_uninstalls_what_any_source_names(pins_text: str) -> None:
     edited = pins.loads(edit_toml(pins_text, ["sources", "sglang", "uninstall"], ["demo-x"]))
     text = recipe.render(GRAPH["assemble"], edited, ("gfx942",))
     assert "pip uninstall -y demo-x tilelang" in text  # sglang's, then vLLM's
+
+
+def test_what_doit_lock_records_for_a_stage_the_base_provides_rebuilds_nothing() -> None:
+    """rocm/primus carries ROCm and the torch stack: those stages only check its versions,
+    so the apt key's and the wheels' sha256 that `doit lock` fills are no input of them (nor
+    of the vLLM and sgl-kernel builds above them); the manifest records them."""
+    text = edit_toml(PINS.read_text(), ["rocm", "key_sha256"], "b" * 64)
+    text = edit_toml(text, ["wheels", "torch", "sha256"], "c" * 64)
+    after = all_keys(pins.loads(text))
+    assert {name for name, key in all_keys(REAL).items() if after[name] != key} == {"manifest"}
+    provided_no_more = edit_toml(text, ["base", "provides"], ["wheels"])
+    assert all_keys(pins.loads(provided_no_more))["rocm"] != all_keys(REAL)["rocm"]
+
+
+def test_a_version_only_checked_moves_the_checks_and_rebuilds_no_wheel() -> None:
+    """causal-conv1d is given no version to build with: correcting its pinned version moves
+    the manifest, which checks the image for it, and not the hour-long wheel builds."""
+    assert not REAL.sources["causal_conv1d"].version_env
+    text = edit_toml(PINS.read_text(), ["sources", "causal_conv1d", "version"], "9.9.9")
+    after = all_keys(pins.loads(text))
+    changed = {name for name, key in all_keys(REAL).items() if after[name] != key}
+    assert changed == {"manifest"}

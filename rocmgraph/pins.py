@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli
+from packaging.utils import canonicalize_name
 
 from rocmgraph import kinds
 from rocmgraph.errors import PinsError, cut, shown
@@ -681,13 +682,23 @@ def _check_relations(pins: Pins) -> None:
                 "is set from the arch set the image is built for, not pinned",
                 "remove it; choose the archs with arch= or [build].archs",
             )
+    _check_packages(pins)
+    stack = {canonicalize_name(name): name for name in pins.python.stack}
     for package in pins.python.patches:
-        if package not in pins.python.stack:
+        spelt = stack.get(canonicalize_name(package))
+        if spelt is None:
             raise PinsError(
                 pins.file,
                 format_table(("python", "patches")),
                 f"patches {shown(package)}, which [python.stack] does not install",
                 f"pin {cut(package)} in [python.stack] or remove its patches",
+            )
+        if spelt != package:  # one name for one package, where the tools look it up
+            raise PinsError(
+                pins.file,
+                format_table(("python", "patches")),
+                f"patches {shown(package)}, which [python.stack] pins as {shown(spelt)}",
+                f"spell it {cut(spelt)}, as [python.stack] does",
             )
     for name, wheel in pins.wheels.items():
         parsed = WheelName.parse(wheel.file)  # None for "": not locked yet
@@ -699,6 +710,22 @@ def _check_relations(pins: Pins) -> None:
                 format_path(("wheels", name, "file")),
                 f"{shown(wheel.file)} {problem}",
                 fix,
+            )
+
+
+def _check_packages(pins: Pins) -> None:
+    """Each Python package pinned once, however it is spelt: pip reads megatron-core and
+    megatron_core as one package, and would be given two versions of it."""
+    seen: dict[str, PinPath] = {}
+    for path, _ in pins.python.packages():
+        first = seen.setdefault(canonicalize_name(path[-1]), path)
+        if first != path:
+            raise PinsError(
+                pins.file,
+                format_path(path),
+                f"pins the package {format_path(first)} pins already (pip reads "
+                f"{shown(first[-1])} and {shown(path[-1])} as one)",
+                "pin each package once",
             )
 
 

@@ -153,6 +153,20 @@ BAD: dict[str, tuple[Edit, str]] = {
         "[sources.sglang], and [sources.sglang] pins a commit where [sources.sgl_kernel] "
         "leaves it empty; pin both to one commit, or leave both empty for `doit lock`",
     ),
+    "one package pinned twice, spelt two ways": (
+        lambda t: edit_toml(t, ["python", "vllm", "Accelerate"], "1.0.0"),
+        "pins.toml: [python.vllm].Accelerate: pins the package [python.stack].accelerate pins "
+        "already (pip reads 'accelerate' and 'Accelerate' as one); pin each package once",
+    ),
+    "a patched package spelt otherwise than the stack": (
+        lambda t: edit_toml(
+            delete_toml(t, ["python", "patches", "megatron-core"]),
+            ["python", "patches", "megatron_core"],
+            ["docker/patches/megatron-core/0001-attention-backend-env-warns.patch"],
+        ),
+        "pins.toml: [python.patches]: patches 'megatron_core', which [python.stack] pins as "
+        "'megatron-core'; spell it megatron-core, as [python.stack] does",
+    ),
     "no jobs": (
         lambda t: edit_toml(t, ["build", "max_jobs"], 0),
         "pins.toml: [build].max_jobs: 0 is out of range; "

@@ -127,13 +127,20 @@ def _pull(run: Run, engine: Engine, name: str) -> bool:
     except GraphToolError as exc:
         _warn(f"could not pull {cached} ({exc}); building it here")
         return False
-    label = engine.labels(cached).get(KEY_LABEL, "")
+    # Another run on this engine may pull the same tag at once and remove it when done:
+    # what follows names the image by its id.
+    image = engine.image_id(cached)
+    if image is None:  # it did already, once it had tagged the stage
+        engine.refresh()
+        return is_built(run, engine, name)
+    label = engine.labels(image).get(KEY_LABEL, "")
     if label == key:
-        engine.tag(cached, run.ref(name))
+        engine.tag(image, run.ref(name))
         known = LEDGER.entries().get(name)
         if known is None or known.status is not Status.BUILT:  # built by another builder: so
             LEDGER.record(name, Entry(Status.PULLED, key=run.keys[name].short))
-    engine.untag(cached)  # the stage's own tag keeps the image
+    with contextlib.suppress(GraphToolError):  # gone: removed by the other run's pull
+        engine.untag(cached)  # the stage's own tag keeps the image
     if label != key:
         _warn(
             f"refused {cached}: its key label is {label[:12] or 'missing'}, not the key its "
@@ -298,18 +305,12 @@ class _Builds:
 
     def solve(self, wave: tuple[str, ...]) -> None:
         """Build ``wave`` in one solve (solve.py), less the stages whose parent failed."""
-        for name in wave:
-            cause = self._cause(name, self.failed)
-            if cause is not None:
-                self._fail(name, self.failed[cause])  # it waits for the next run
-        wave = tuple(name for name in wave if name not in self.failed)
+        wave = self._left(wave, self.failed)  # they wait for the next run
         if not wave:
             return
-        try:
-            context_dir, owners = self._prepare(wave)
-        except GraphToolError as exc:  # nothing was built: a fetch, a patch, a parent
-            for name in wave:
-                self._fail(name, exc)
+        context_dir, owners, unprepared = self._prepare(wave)
+        wave = self._left(wave, unprepared)  # a fetch, a patch, a parent
+        if not wave:
             return
         failpoints.reached("context")
         run = self.run
@@ -372,17 +373,24 @@ class _Builds:
             )
         return again
 
-    def _prepare(self, wave: tuple[str, ...]) -> tuple[Path, dict[str, str]]:
-        """The parents ``wave`` needs from outside it, made local; its context and which
-        stage each BuildKit stage of its Dockerfile is of."""
+    def _prepare(
+        self, wave: tuple[str, ...]
+    ) -> tuple[Path, dict[str, str], dict[str, GraphToolError]]:
+        """The parents ``wave`` needs from outside it, made local; its context, which stage
+        each BuildKit stage of its Dockerfile is of, and the stages it could not prepare
+        with why (a parent that cannot be pulled, a fetch, a patch): the others build."""
         from rocmgraph import context
 
         run, engine = self.run, self.engine
-        images = {}
+        images: dict[str, str] = {}
+        failed: dict[str, GraphToolError] = {}
         for name in wave:
             for parent in run.graph[name].parents:
                 if parent not in wave:
-                    ensure_local(run, engine, self.outside, parent, self.where)
+                    try:
+                        ensure_local(run, engine, self.outside, parent, self.where)
+                    except GraphToolError as exc:
+                        failed.setdefault(name, exc)
                     images[parent] = run.ref(parent)
         keep = f"{wave[-1]}-{run.keys[wave[-1]].short}"
         for name in wave:
@@ -390,7 +398,9 @@ class _Builds:
         recipe, owners = solve_recipe(run, engine, wave, images)
         self.scratch.update(name for name in _SCRATCH.findall(recipe) if name in wave)
         scratch = run.state_dir / "contexts" / keep
-        return context.prepare_many(run, self.outside, wave, scratch, recipe=recipe), owners
+        ready = tuple(name for name in wave if name not in failed)
+        failed |= context.prepare_many(run, self.outside, ready, scratch, recipe=recipe)
+        return scratch, owners, failed
 
     def _record(self, tagged: list[str]) -> None:
         """The records of the stages ``tagged``, once the solve's secrets are gone (a kill
@@ -436,6 +446,14 @@ class _Builds:
         key = self.run.keys[name].short
         LEDGER.record(name, Entry(Status.FAILED, seconds, self.where, key=key))
         self._fail(name, error)
+
+    def _left(self, wave: tuple[str, ...], failed: Mapping[str, GraphToolError]) -> tuple[str, ...]:
+        """``wave`` less the stages of ``failed`` and those that need one, each told why."""
+        for name in wave:
+            cause = name if name in failed else self._cause(name, failed)
+            if cause is not None and name not in self.failed:
+                self._fail(name, failed[cause])
+        return tuple(name for name in wave if name not in self.failed)
 
     def _cause(self, name: str, failed: Mapping[str, GraphToolError]) -> str | None:
         """The first stage ``name`` needs that failed, if any."""
@@ -648,13 +666,19 @@ def rebuild(
         ensure_local(run, engine, outside, parent)
         images[parent] = run.ref(parent)
     recipe, _ = solve_recipe(run, engine, (name,), images)
-    scratch = run.state_dir / "contexts" / f"verify-{name}-{run.keys[name].short}"
-    context_dir = context.prepare_many(run, outside, (name,), scratch, recipe=recipe)
+    # this run's own folder: two verifications of one stage at once must not share one
+    scratch = run.state_dir / "contexts" / owned(f"verify-{name}-{run.keys[name].short}")
     lines: list[str] = []
-    with _secrets(run, report=report, sealed=run.sealed(name) is not None) as (secrets, hide):
-        job = _job(run, (name,), name, context_dir, secrets=secrets, hide=hide)
-        engine.build(dataclasses.replace(job, ref=tag, no_cache=True, on_line=lines.append))
-    shutil.rmtree(context_dir, ignore_errors=True)
+    try:
+        context.prepare_whole(run, outside, (name,), scratch, recipe=recipe)
+        with _secrets(run, report=report, sealed=run.sealed(name) is not None) as (
+            secrets,
+            hide,
+        ):
+            job = _job(run, (name,), name, scratch, secrets=secrets, hide=hide)
+            engine.build(dataclasses.replace(job, ref=tag, no_cache=True, on_line=lines.append))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return lines
 
 

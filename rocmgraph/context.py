@@ -25,7 +25,7 @@ from pathlib import Path
 from rocmgraph import keys, patches, provenance
 from rocmgraph.closure import KINDS, LINKS, SUMS
 from rocmgraph.engine import Engine
-from rocmgraph.errors import FetchError, LockError
+from rocmgraph.errors import FetchError, GraphToolError, LockError
 from rocmgraph.fsutil import git_modes
 from rocmgraph.graph import Fetch
 from rocmgraph.layout import ROOT
@@ -42,21 +42,37 @@ def prepare(run: Run, engine: Engine, outside: Outside, name: str, dest: Path) -
     """Write stage ``name``'s context into ``dest`` (made empty first); return ``dest``.
     Its inputs are fetched through ``outside``; ``engine`` says what the parents are."""
     recipe = render(run.graph[name], run.pins, run.archs)
-    return prepare_many(run, outside, (name,), dest, recipe=recipe)
+    return prepare_whole(run, outside, (name,), dest, recipe=recipe)
+
+
+def prepare_whole(
+    run: Run, outside: Outside, names: Sequence[str], dest: Path, *, recipe: str
+) -> Path:
+    """``prepare_many``, for a build that needs every one of ``names``: the first stage
+    that cannot be prepared is the error. Return ``dest``."""
+    for error in prepare_many(run, outside, names, dest, recipe=recipe).values():
+        raise error
+    return dest
 
 
 def prepare_many(
     run: Run, outside: Outside, names: Sequence[str], dest: Path, *, recipe: str
-) -> Path:
-    """One context for the stages ``names`` (a solve of several; made empty first) with the
-    Dockerfile ``recipe``; return ``dest``. What two stages both use is written once."""
+) -> dict[str, GraphToolError]:
+    """One context at ``dest`` for the stages ``names`` (a solve of several; made empty
+    first) with the Dockerfile ``recipe``. What two stages both use is written once. A stage
+    whose files cannot be had (a fetch, a patch that no longer applies) is returned with
+    why: the others are filled all the same, and build without it."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     (dest / "Dockerfile").write_text(recipe, encoding="utf-8")
+    failed: dict[str, GraphToolError] = {}
     for name in names:
-        _fill(run, outside, name, dest)
+        try:
+            _fill(run, outside, name, dest)
+        except GraphToolError as exc:
+            failed[name] = exc
     git_modes(dest)  # COPY keeps modes: the host's umask must not reach an image
-    return dest
+    return failed
 
 
 def _fill(run: Run, outside: Outside, name: str, dest: Path) -> None:

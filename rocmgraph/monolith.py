@@ -84,4 +84,4 @@ def stage_texts(
 
 def prepare(run: Run, engine: Engine, outside: Outside, dest: Path) -> Path:
     """One build context for the whole file: every stage's context, merged (as a solve's)."""
-    return context.prepare_many(run, outside, run.graph.order, dest, recipe=dockerfile(run))
+    return context.prepare_whole(run, outside, run.graph.order, dest, recipe=dockerfile(run))

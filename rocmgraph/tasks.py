@@ -675,7 +675,9 @@ class Tasks:
                         refs = [run.ref(name) for name in run.graph.order]
                         engine.image_ids([*refs, run.friendly_tag()])
                 if tagged:
-                    done = build.is_tagged(run, engine)
+                    # push=1: the cache's copy of the friendly tag is not asked of the
+                    # engine, and a run whose push failed had tagged it here already
+                    done = build.is_tagged(run, engine) and not (options.push and run.cache)
                     if done:
                         LEDGER.final = _final(run)
                     return done

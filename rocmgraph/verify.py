@@ -23,6 +23,7 @@ of its key file by file (path, type, mode, owner, size, sha256; not timestamps).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -139,7 +140,8 @@ def check_stage(run: Run, outside: Outside, stage: str) -> list[filetree.Differe
             f"stage {stage} is not built at key {run.keys[stage].short}: build it first "
             f"(doit build:{stage}), then check that a rebuild gives the same image"
         )
-    tag = f"{run.namespace}/{stage}:verify-{run.keys[stage].short}"
+    # this run's own tag: another verification of the stage at once removes its own
+    tag = f"{run.namespace}/{stage}:verify-{run.keys[stage].short}-{os.getpid()}"
     build.rebuild(run, engine, outside, stage, tag)
     try:
         return filetree.compare(engine.files(ref), engine.files(tag))

@@ -233,6 +233,39 @@ class Registry:
         response.raise_for_status()
         return "sha256:" + hashlib.sha256(manifest).hexdigest()
 
+    def push_index(self, repository: str, tag: str, children: dict[str, dict[str, str]]) -> None:
+        """Push an OCI image index (what an engine with the containerd store pushes): each
+        manifest of ``children`` (digest -> its platform) by its digest."""
+        import json
+
+        import requests
+
+        base = f"http://{self.host}/v2/{repository}"
+        accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": digest,
+                    "size": int(
+                        requests.head(
+                            f"{base}/manifests/{digest}", headers=accept, timeout=10
+                        ).headers["Content-Length"]
+                    ),
+                    "platform": platform,
+                }
+                for digest, platform in children.items()
+            ],
+        }
+        requests.put(
+            f"{base}/manifests/{tag}",
+            data=json.dumps(index).encode(),
+            headers={"Content-Type": "application/vnd.oci.image.index.v1+json"},
+            timeout=10,
+        ).raise_for_status()
+
 
 class GitHttpServer(_Served):
     """Smart HTTP git (``git http-backend``, as GitHub speaks it) for the repositories under

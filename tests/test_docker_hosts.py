@@ -96,3 +96,25 @@ def test_a_builder_without_buildx_is_one_clear_error(tmp_path: Path, recorded: R
         "install docker-buildx, or drop builder= to build on the engine itself"
     )
     assert recorded.calls == []
+
+
+def test_an_image_name_on_docker_hub_is_found_as_the_cli_lists_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over ssh no socket answers: `docker image ls` prints Docker Hub's names without
+    docker.io/ (and library/), and a stage of image.name docker.io/amd/verl is built."""
+    listed = "amd/verl/vllm:k sha256:1\nx:1 sha256:2\nlocalhost:5000/y:2 sha256:3\n"
+
+    def run(argv: Sequence[str], **kw: Any) -> Any:
+        return type("Done", (), {"stdout": listed})()
+
+    monkeypatch.setattr(proc, "run", run)
+    remote = engine(tmp_path, buildx=False, host=HOST)
+    assert remote.image_ids(
+        ["docker.io/amd/verl/vllm:k", "docker.io/library/x:1", "localhost:5000/y:2", "z:1"]
+    ) == {
+        "docker.io/amd/verl/vllm:k": "sha256:1",
+        "docker.io/library/x:1": "sha256:2",
+        "localhost:5000/y:2": "sha256:3",
+        "z:1": None,
+    }

@@ -70,6 +70,26 @@ def test_the_config_digest_is_the_id_an_engine_gives_the_image(tmp_path: Path) -
         assert stored.config_digest(f"{reg.host}/verl-e2e/manifest:k2") is None
 
 
+def test_an_image_pushed_as_an_index_is_its_linux_amd64_image(tmp_path: Path) -> None:
+    """An engine with the containerd image store (or buildx, with attestations) pushes an
+    OCI index: the cache holds the stage when the index's linux/amd64 image is whole."""
+    need("docker-registry")
+    stored = registry.Client(Http(attempts=1))
+    config = b'{"architecture":"amd64","os":"linux"}'
+    with Registry(tmp_path / "registry") as reg:
+        image = reg.push("verl-e2e/vllm", "image", config)
+        attestation = reg.push("verl-e2e/vllm", "attestation", b'{"attests":1}')
+        amd64 = {"os": "linux", "architecture": "amd64"}
+        unknown = {"os": "unknown", "architecture": "unknown"}
+        reg.push_index("verl-e2e/vllm", "k1", {image: amd64, attestation: unknown})
+        reg.push_index("verl-e2e/vllm", "arm", {attestation: unknown})
+        assert stored.has(f"{reg.host}/verl-e2e/vllm:k1")
+        assert stored.config_digest(f"{reg.host}/verl-e2e/vllm:k1") == (
+            f"sha256:{hashlib.sha256(config).hexdigest()}"
+        )
+        assert not stored.has(f"{reg.host}/verl-e2e/vllm:arm")
+
+
 def test_the_login_is_docker_login_s_and_none_without_one(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"auths": {
         "registry.example.org": {"auth": base64.b64encode(b"ci:s3cret").decode()},

@@ -350,3 +350,118 @@ def test_a_stage_another_run_built_is_not_failed_by_this_run_s_error(
     assert futures["slim"].result(10) is False  # reused: built, not by this run
     with pytest.raises(GraphToolError, match="no space left"):
         futures["prune"].result(10)
+
+
+def test_a_stage_that_cannot_be_prepared_fails_alone_and_the_others_of_its_solve_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vLLM patch that no longer applies after a bump stops vLLM and what needs it, not
+    SGLang, prune or verl beside it in the one solve."""
+    from rocmgraph import context
+    from rocmgraph.errors import PatchError
+
+    pins = tmp_path / "pins.toml"
+    pins.write_text(PINS.read_text())
+    run = Run(Options(pins=str(pins), arch="gfx942", hermetic=False), stages.graph())
+    engine = SetEngine({run.ref(name) for name in ("base", "rocm", "wheels")})
+    outside = Outside(cache=tmp_path / "cache", logs=tmp_path / "logs")
+    conflict = PatchError("docker/patches/vllm/0002-fused-moe.patch does not apply (hunk 1)")
+
+    def fill(run: Run, outside: Outside, name: str, dest: Path) -> None:
+        if name == "vllm":
+            raise conflict
+
+    monkeypatch.setattr(context, "_fill", fill)
+    told: dict[str, object] = {}
+    names = ["vllm", "sglang", "prune", "slim", "verl", "assemble"]
+    with pytest.raises(GraphToolError):
+        build.build_stages(run, engine, outside, names, done=told.__setitem__)
+    # assemble needs vLLM's wheel; the stages assemble needs besides vLLM all build
+    assert {name: error for name, error in told.items() if error} == {
+        "vllm": conflict,
+        "assemble": conflict,
+    }
+    assert {"sglang", "sgl_kernel", "prune", "slim", "verl"} <= set(told)
+    assert run.ref("sglang") in engine.refs
+    assert run.ref("vllm") not in engine.refs
+
+
+@pytest.mark.parametrize("push", [False, True])
+def test_push_1_pushes_the_friendly_tag_even_when_it_is_tagged_here(
+    tmp_path: Path, push: bool
+) -> None:
+    """A run whose push failed had tagged the image here already: the run after it, or a
+    build run again with push=1 to publish it, must still push."""
+    options = Options(
+        pins=str(PINS), arch="gfx942", hermetic=False, cache="registry.example.org/v", push=push
+    )
+    graph_tasks = tasks.Tasks(stages.graph(), tmp_path / ".doit.db")
+    run = graph_tasks.run(options)
+    final = run.ref(run.graph.final)
+
+    class Tagged(SetEngine):
+        def image_id(self, ref: str) -> str | None:
+            return final if ref == run.friendly_tag() else super().image_id(ref)
+
+    outside = Outside(cache=tmp_path / "cache", logs=tmp_path / "logs")
+    outside.__dict__["engine"] = Tagged({run.ref(name) for name in run.graph.order})
+    graph_tasks._outside[options] = outside
+    image = next(task for task in graph_tasks.build_tasks(options) if task.get("name") == "image")
+    assert image["uptodate"][0]() is not push
+
+
+def test_two_runs_pulling_one_cached_stage_at_once_both_have_it(tmp_path: Path) -> None:
+    """One CI job per arch on one runner: both pull verl from the stage cache, dockerd
+    merges the pulls, and each removes the pulled tag when done: neither may fail."""
+    import threading
+
+    from rocmgraph.outside.proc import CommandFailed
+
+    pins = tmp_path / "pins.toml"
+    pins.write_text(PINS.read_text())
+    run = Run(
+        Options(pins=str(pins), arch="gfx942", hermetic=False, cache="127.0.0.1:5000/c"),
+        stages.graph(),
+    )
+    key, lock, both = run.keys["verl"].key, threading.Lock(), threading.Barrier(2)
+    tags: dict[str, str] = {}
+
+    class Daemon:  # one dockerd, two clients; a tag it lacks is docker's "No such image"
+        def pull(self, ref: str) -> None:
+            with lock:
+                tags[ref] = "sha256:verl"
+            both.wait(10)  # the two pulls end together
+
+        def image_id(self, ref: str) -> str | None:
+            with lock:
+                return ref if ref.startswith("sha256:") else tags.get(ref)
+
+        def image_exists(self, ref: str) -> bool:
+            return self.image_id(ref) is not None
+
+        def refresh(self) -> None:
+            pass
+
+        def labels(self, ref: str) -> dict[str, str]:
+            return {build.KEY_LABEL: key}
+
+        def tag(self, ref: str, alias: str) -> None:
+            with lock:
+                tags[alias] = ref
+
+        def untag(self, ref: str) -> None:
+            with lock:
+                if tags.pop(ref, None) is None:
+                    raise CommandFailed(["docker", "image", "rm", ref], 1, "No such image")
+
+    daemon, pulled = Daemon(), []
+    threads = [
+        threading.Thread(target=lambda: pulled.append(build._pull(run, daemon, "verl")))  # type: ignore[arg-type]
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert pulled == [True, True]
+    assert tags == {run.ref("verl"): "sha256:verl"}  # the pulled tag gone, the stage's kept

@@ -292,7 +292,7 @@ class DockerEngine:
             with contextlib.suppress(dockerapi.NoAnswer):  # it stopped answering: the CLI
                 found = self._inspect(ref)
                 return None if found is None else str(found["Id"])
-        return self._tags_listed().get(ref)
+        return self._tags_listed().get(familiar(ref))
 
     # ------------------------------------------------------------ changes
 
@@ -445,3 +445,12 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except FileNotFoundError:  # another run removed it meanwhile
         return 0.0
+
+
+def familiar(ref: str) -> str:
+    """``ref`` as `docker image ls` prints it: Docker Hub's host left out, and its
+    ``library/`` namespace (docker.io/library/x:1 is x:1, docker.io/amd/x:1 is amd/x:1)."""
+    name = ref.removeprefix("index.docker.io/").removeprefix("docker.io/")
+    if name.startswith("library/") and "/" not in name.removeprefix("library/"):
+        return name.removeprefix("library/")
+    return name

@@ -107,15 +107,29 @@ class Client:
             raise FetchError(f"image {image}: {url} sent no Docker-Content-Digest header")
         return str(found)
 
-    def _manifest(self, ref: Reference, image: str) -> dict[str, Any] | None:
-        """The manifest ``image`` (registry/name:tag) names; None if there is no such tag."""
-        response = self._get(ref, f"{ref.base_url}/manifests/{ref.tag}", {"Accept": _ACCEPT})
+    def _manifest(self, ref: Reference, image: str, name: str = "") -> dict[str, Any] | None:
+        """The image manifest ``image`` (registry/name:tag) names, or ``name`` (a digest):
+        an index's (what an engine with the containerd store, or buildx, pushes) is its
+        linux/amd64 image's. None if there is no such tag, or the index holds no such image."""
+        url = f"{ref.base_url}/manifests/{name or ref.tag}"
+        response = self._get(ref, url, {"Accept": _ACCEPT})
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise FetchError(f"image {image}: {ref.registry} answered HTTP {response.status_code}")
         found = response.json()
-        return found if isinstance(found, dict) else {}
+        if not isinstance(found, dict):
+            return {}
+        if "manifests" in found and not name:
+            platform = {"os": "linux", "architecture": "amd64"}
+            child = next(
+                (entry for entry in found["manifests"]
+                 if isinstance(entry, dict)
+                 and {k: entry.get("platform", {}).get(k) for k in platform} == platform),
+                None,
+            )  # fmt: skip
+            return None if child is None else self._manifest(ref, image, child["digest"])
+        return found
 
     def config_digest(self, image: str) -> str | None:
         """The digest of the configuration of ``image`` (registry/name:tag), which is the
@@ -128,7 +142,7 @@ class Client:
         it names (a push cut short, or a collected blob, is not an image)."""
         ref = Reference.parse(image)
         manifest = self._manifest(ref, image)
-        if manifest is None:
+        if manifest is None or "config" not in manifest:
             return False
         blobs = [manifest.get("config", {}), *manifest.get("layers", [])]
         for blob in blobs:

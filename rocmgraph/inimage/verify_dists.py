@@ -12,8 +12,16 @@ from importlib import metadata
 
 
 def public(version: str) -> str:
-    """2.12.0+rocm7.14.git1234 -> 2.12.0: pins name the public version."""
-    return version.split("+", 1)[0]
+    """The version as pins compare it: 2.12.0+rocm7.14.git1234 -> 2.12.0 (pins name the
+    public version), and a release's trailing zeros left out, as PEP 440 compares
+    releases: pip installs 1.14.0 for a pin of 1.14."""
+    release = version.split("+", 1)[0]
+    parts = release.split(".")
+    if not all(part.isdigit() for part in parts):  # a pre-release, a post-release: as written
+        return release
+    while len(parts) > 1 and int(parts[-1]) == 0:
+        parts.pop()
+    return ".".join(str(int(part)) for part in parts)
 
 
 def main(requirements: list[str]) -> int:

@@ -117,6 +117,12 @@ def receipts(lines: Iterable[str]) -> tuple[Fetched, ...]:
             if apt:
                 name, version = _deb_name(apt["file"])
                 found.add(Fetched("apt", name, version, apt["file"], apt["url"], apt["sha256"]))
+            elif text.startswith("apt-receipt "):  # a file it would leave out of the closure
+                raise LockError(
+                    f"cannot read apt's receipt {text.removeprefix('apt-receipt ')!r}: a "
+                    "closure records each file by sha256 (apt-get download --print-uris -o "
+                    "Acquire::ForceHash=SHA256)"
+                )
         for report in _reports(texts):
             found.update(_python(report))
     return tuple(sorted(found))

@@ -476,11 +476,12 @@ class _Walker:
         values = {name: _Value(text) for name, text in self._known().items()}
         return _Script(text, values, False, {(): self.stage.workdir})
 
-    def _shell(self, text: Text) -> None:
+    def _shell(self, text: Text, script: _Script | None = None) -> None:
+        """Walk the shell script ``text``: a RUN line's (``script``: one started by another)."""
         marks = ("pip", "git", "curl", "wget", "aria2", "$")
         if not self.record and not any(mark in text.value for mark in marks):
             return  # nothing here can fetch anything (and a 5 MB `a && a && ...` costs nothing)
-        script = self._script(text)
+        script = script or self._script(text)
         items = shell.parse(text.value, (lambda _: True) if self.record else _wanted)
         script.verified = any(
             isinstance(item, shell.Command) and _checks_sum(item) for item in items
@@ -539,15 +540,35 @@ class _Walker:
         elif name in _DOWNLOADERS:
             self._downloads(script, words)
         elif name in _SHELLS and (at := _script_argument(values)) is not None:
-            inner = words[at]
-            if inner[0].known:
-                offset = inner[1].offset + 1  # after the opening quote
-                nested = script.text.slice(min(offset, len(script.text.value)))
-                self._shell(Text(inner[0].value, nested.starts, nested.lines))
+            self._nested(script, command.scopes, words[at])
         else:
             args = pip_arguments(values)
             if args is not None:
                 self._pip(script, words[len(words) - len(args) :])
+
+    def _nested(
+        self, script: _Script, scopes: tuple[int, ...], inner: tuple[Expanded, shell.Word]
+    ) -> None:
+        """The script of ``sh -c '...'``, walked from the folder and with the values of the
+        script that runs it. A quoted one as written between its quotes, so that its lines
+        are the file's and a variable it uses that is not known is named where it is used
+        (not the whole script passed over); an unquoted one by its value, if known."""
+        value, word = inner
+        raw, offset = word.text, word.offset
+        if _quoted_whole(raw):
+            text = script.text.slice(offset + 1, offset + len(raw) - 1)
+        elif value.known:
+            nested = script.text.slice(min(offset, len(script.text.value)))
+            text = Text(value.value, nested.starts, nested.lines)
+        else:
+            return
+        here = script.visible()
+        values = {  # what it surely sees here is set from its start
+            name: dataclasses.replace(known, branches=())
+            for name, known in script.values.items()
+            if known.origin is not None or name in here
+        }
+        self._shell(text, _Script(text, values, False, {(): _cwd(script, scopes)}))
 
     def _cd(
         self, script: _Script, scopes: tuple[int, ...], args: list[tuple[Expanded, shell.Word]]
@@ -816,6 +837,19 @@ def _wanted(name: str) -> bool:
         or base in _SHELLS or base in _CHECKSUMS
         or base.startswith(("pip", "python")) or base.endswith(".sh") or "$" in name
     )  # fmt: skip
+
+
+def _quoted_whole(raw: str) -> bool:
+    """Whether the shell word ``raw`` is one quoted string (``'...'``, ``"..."``), its
+    closing quote the word's last character."""
+    if len(raw) < 2 or raw[0] not in "'\"":
+        return False
+    if raw[0] == "'":
+        return raw.find("'", 1) == len(raw) - 1
+    at = 1
+    while at < len(raw) and raw[at] != '"':
+        at += 2 if raw[at] == "\\" else 1
+    return at == len(raw) - 1
 
 
 def _script_argument(values: list[str]) -> int | None:

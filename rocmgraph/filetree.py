@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import posixpath
 import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ def read_tar(stream: IO[bytes]) -> Tree:
     tree: Tree = {}
     with tarfile.open(fileobj=stream, mode="r|") as archive:
         for member in archive:
-            path = "/" + member.name.lstrip("./").rstrip("/")
+            # "./x" and "x" are /x; ".profile" is /.profile (not /profile)
+            path = posixpath.normpath("/" + member.name.lstrip("/"))
             owner = f"{member.uid}:{member.gid}"
             if member.isfile():
                 data = archive.extractfile(member)

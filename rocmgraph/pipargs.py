@@ -33,7 +33,7 @@ _TAKES_VALUE = names(
     --root-user-action --build-constraint --override --overrides --index --default-index
     --index-strategy --torch-backend --prerelease --resolution --link-mode -p
     --reinstall-package --upgrade-package -P --no-build-isolation-package --exclude-newer
-    --python-platform --extra --excludes
+    --python-platform --extra --excludes --allow-insecure-host
     """
 )
 # pip's options that may come before the subcommand and take a value.
@@ -102,10 +102,21 @@ def install_arguments(args: list[str]) -> Install | None:
             hashes = True
         elif word in _TAKES_VALUE:
             at += 1  # its value is not a package
+        elif word.startswith("-") and not word.startswith("--") and _value_follows(word):
+            at += 1  # -Ur requirements.txt: -U, then -r and its value
         elif not word.startswith("-"):
             found.append(at)
         at += 1
     return Install(tuple(found), hashes, frozenset(editable))
+
+
+def _value_follows(word: str) -> bool:
+    """Whether short options grouped in one word (``-Ur``, ``-qr``) end with one that takes
+    a value, which is then the next word (``-rfile`` holds its own)."""
+    for at, letter in enumerate(word[1:], start=1):
+        if f"-{letter}" in _TAKES_VALUE:
+            return at == len(word) - 1
+    return False
 
 
 def requirement_of(word: str, editable: bool) -> str:

@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from rocmgraph import build, filetree
 from rocmgraph.errors import GraphToolError, Unchecked, VerifyError
@@ -109,9 +110,19 @@ def _manifest(run: Run, engine: DockerEngine, image: str) -> list[Row]:
     rows = []
     for name, version in sorted(wanted.items()):
         found = listed.get(canonicalize_name(name))
-        if found is None or found.split("+", 1)[0] != version.split("+", 1)[0]:
-            rows.append(Row(f"python {name}", version, found or "none"))
+        if found is None or (version and not _same_release(found, version)):
+            # an unpinned package ("") only has to be there
+            rows.append(Row(f"python {name}", version or "installed", found or "none"))
     return rows
+
+
+def _same_release(found: str, pinned: str) -> bool:
+    """The versions by PEP 440, public parts (2.12.0+rocm7.14 is 2.12.0; 1.14.0 is 1.14):
+    as pip installs a pin, and as the image's smoke check compared them."""
+    try:
+        return Version(Version(found).public) == Version(Version(pinned).public)
+    except InvalidVersion:
+        return found.split("+", 1)[0] == pinned.split("+", 1)[0]
 
 
 def as_text(image: str, run: Run, rows: list[Row]) -> str:

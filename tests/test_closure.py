@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import stages
 from rocmgraph import closure, explain, unlocked
@@ -113,6 +114,20 @@ def test_an_epoch_in_a_deb_file_name_is_read_back() -> None:
     line = f"#3 0.500 apt-receipt 'http://x/pool/p_1%3a2.0-1_amd64.deb' p_1%3a2.0-1_amd64.deb 9 SHA256:{SHA['cpp']}"  # noqa: E501
     (fetched,) = closure.receipts([line])
     assert (fetched.name, fetched.version) == ("p", "1:2.0-1")
+
+
+def test_an_apt_receipt_without_a_sha256_is_an_error_not_a_file_left_out() -> None:
+    """Ubuntu's indexes list SHA512 too: apt would print that, and a closure would miss
+    the file, were it not asked for SHA256 (docker/apt.j2)."""
+    receipt = "apt-receipt 'http://x/pool/p_1.0_all.deb' p_1.0_all.deb 640 SHA512:" + "e" * 128
+    with pytest.raises(LockError) as raised:
+        closure.receipts([f"#3 0.500 {receipt}"])
+    assert str(raised.value) == (
+        f"cannot read apt's receipt {receipt.removeprefix('apt-receipt ')!r}: a closure "
+        "records each file by sha256 (apt-get download --print-uris -o "
+        "Acquire::ForceHash=SHA256)"
+    )
+    assert "--print-uris -o Acquire::ForceHash=SHA256" in (ROOT / "docker/apt.j2").read_text()
 
 
 def test_a_sealed_build_is_given_the_locked_hashes_in_the_forms_pip_and_apt_check() -> None:

@@ -52,6 +52,24 @@ RUN set -ex; \\
     ]  # fmt: skip
 
 
+def test_a_script_run_by_bash_c_is_read_whole_at_its_lines_from_the_callers_folder() -> None:
+    """A variable it cannot know is named where it is used, not a reason to read none of it;
+    its lines are the file's (escaped quotes and all); it starts where `cd` left the caller."""
+    text = f"""FROM scratch
+ARG REF
+RUN bash -c "echo \\"a\\" \\"b\\" \\"c\\" && git clone https://github.com/a/b /b && \\
+    cd /b && git checkout $REF && \\
+    pip install requests"
+RUN git clone https://github.com/a/c /c && cd /c && bash -c 'git checkout {FULL}'
+"""
+    assert found(text) == [
+        ("clone", 4, "https://github.com/a/b@$REF",
+         ("unknown: ARG REF has no default: its value comes from --build-arg",)),
+        ("pip", 5, "requests", UNPINNED),
+        ("clone", 6, f"https://github.com/a/c@{FULL}", ()),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -42,3 +42,11 @@ def test_content_mode_and_presence_are_differences_with_a_short_diff_of_text() -
         Difference("/opt/gone", "only in the image"),
         Difference("/opt/new", "only in the rebuild"),
     ]  # fmt: skip
+
+
+def test_a_dotfile_at_the_root_is_its_own_file() -> None:
+    """`.profile` is /.profile: a rebuild that renamed it /profile is no identical image."""
+    one = read_tar(tar((".profile", b"x\n", 0o644), ("./.dockerenv", b"", 0o644)))
+    two = read_tar(tar(("profile", b"x\n", 0o644), ("./.dockerenv", b"", 0o644)))
+    assert {"/.profile", "/.dockerenv"} <= set(one)
+    assert [d.path for d in compare(one, two)] == ["/.profile", "/profile"]

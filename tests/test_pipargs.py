@@ -21,6 +21,24 @@ def test_only_requirements_are_requirements() -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "requirements"),
+    [
+        (["install", "-Ur", "requirements.txt", "torch"], ["torch"]),  # -U, -r and its value
+        (["install", "-qr", "r.txt"], []),
+        (["install", "-rr.txt", "x"], ["x"]),  # the value in the word itself
+        (["install", "-qU", "x"], ["x"]),
+        (["install", "--allow-insecure-host", "localhost:8080", "y"], ["y"]),
+    ],
+)
+def test_short_options_grouped_in_one_word_take_their_value(
+    args: list[str], requirements: list[str]
+) -> None:
+    install = install_arguments(args)
+    assert install is not None
+    assert [args[i] for i in install.requirements] == requirements
+
+
+@pytest.mark.parametrize(
     ("args", "requirement"),
     [
         (["install", "-e", "python"], "python"),

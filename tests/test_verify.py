@@ -117,3 +117,31 @@ def test_every_stage_rebuilds_to_the_same_files_and_a_child_still_ships_on_its_p
         ["warning: verl: built on another copy of a parent's layers than its image holds "
          "(BuildKit's cache keeps two of them); building again on the image"],
     ), result.stderr  # fmt: skip
+
+
+def test_the_manifest_check_reads_versions_as_pip_installs_them() -> None:
+    """A pin of 5.0 is the 5.0.0 pip installed for it; an unpinned package (ipython = "")
+    only has to be there."""
+    from conftest import PINS
+
+    from rocmgraph import verify as verify_
+    from rocmgraph.run import Options, Run
+
+    run = Run(Options(pins=str(PINS)), stages.graph())
+    wanted = {name: version for (_, _, name), version in run.pins.python.packages()}
+    wanted |= {s.dist or n: s.version for n, s in run.pins.sources.items() if s.version}
+    assert wanted["ipython"] == ""
+    listed = {**wanted, "ipython": "9.4.0", "datasets": wanted["datasets"].removesuffix(".0")}
+
+    class Image:
+        def __init__(self, packages: dict[str, str]) -> None:
+            self.text = "".join(f"{name}=={version}\n" for name, version in packages.items())
+
+        def read(self, image: str, path: str) -> str:
+            return self.text
+
+    assert verify_._manifest(run, Image(listed), "img") == []  # type: ignore[arg-type]
+    del listed["ipython"]
+    assert [row.text() for row in verify_._manifest(run, Image(listed), "img")] == [  # type: ignore[arg-type]
+        "python ipython: differs: the pins say installed, the image has none"
+    ]

@@ -160,8 +160,12 @@ def _table(path: Path) -> dict[str, list[dict[str, object]]]:
 def read_choices(path: Path = DIFFERENCES) -> tuple[Choice, ...]:
     found = []
     for number, entry in enumerate(_table(path).get("choice", []), 1):
-        what, why = entry.get("what"), entry.get("why")
-        if set(entry) != {"what", "why"} or not isinstance(what, str) or not isinstance(why, str):
+        what, why = (entry.get("what"), entry.get("why")) if isinstance(entry, dict) else ("", "")
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"what", "why"}
+            or not (isinstance(what, str) and isinstance(why, str))
+        ):
             raise CompareError(
                 f"{_relative(path)}: choice {number}: give exactly what and why, as strings"
             )
@@ -268,8 +272,8 @@ def _requirement(value: str, line: int) -> Stated:
         parsed = Requirement(value)
     except InvalidRequirement:
         return Stated(Fact.PIP, value, "", line)
-    if parsed.url:
-        url, ref = _split_ref(parsed.url.removeprefix("git+"))
+    if parsed.url:  # name @ git+URL@ref#subdirectory=python: the fragment is no ref
+        url, ref = _split_ref(parsed.url.removeprefix("git+").split("#", 1)[0])
         return Stated(Fact.SOURCE, repo_name(url), ref, line)
     return Stated(Fact.PIP, str(canonicalize_name(parsed.name)), str(parsed.specifier), line)
 

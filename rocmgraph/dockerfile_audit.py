@@ -351,8 +351,9 @@ class _Walker:
             if has_value:
                 value: str | None = self._expand(raw, self._known()).value
             elif self.stage is not None and name in self.globals:
-                inherited = self.globals[name]
-                value, line = inherited.value, inherited.line
+                # the global itself: its value, and one finding for it and what uses it
+                scope[name] = self.globals[name]
+                continue
             else:
                 value = None
             var = _Var(name, value, line, env=False)

@@ -20,6 +20,7 @@ joined instruction, so a report can name the line of a token.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -105,8 +106,12 @@ class Instruction:
     end_line: int
     heredocs: tuple[Heredoc, ...] = ()
     inner: Instruction | None = None  # ONBUILD's instruction
+    flag_lines: tuple[int, ...] = ()  # the line of each flag (its offset is the instruction's)
 
     def line_of(self, word: Word) -> int:
+        for flag, line in zip(self.flags, self.flag_lines, strict=False):
+            if flag is word:
+                return line
         return self.args.line_at(word.offset)
 
 
@@ -243,20 +248,22 @@ class _Parser:
             args_end = end
             args_start = _skip_space(value, args_start)
         args = text.slice(args_start, max(args_start, args_end))
+        lines = tuple(text.line_at(flag.offset) for flag in flags)
         upper = command.upper()
         if upper == "ONBUILD" and not inner:
             sub = self._instruction(args, start, inner=True) if args.value else None
             heredocs = self._heredocs(sub) if sub else ()
-            return Instruction(upper, tuple(flags), args, (), False, start, self.at, heredocs, sub)
+            return Instruction(upper, tuple(flags), args, (), False, start, self.at, heredocs, sub,
+                               flag_lines=lines)  # fmt: skip
         words, exec_form = _arguments(upper, args.value, self.escape, self.file, self.at)
-        instruction = Instruction(upper, tuple(flags), args, words, exec_form, start, self.at)
+        instruction = Instruction(
+            upper, tuple(flags), args, words, exec_form, start, self.at, flag_lines=lines
+        )
         if inner:
             return instruction
         heredocs = self._heredocs(instruction)
         if heredocs:
-            instruction = Instruction(
-                upper, tuple(flags), args, words, exec_form, start, self.at, heredocs
-            )
+            instruction = dataclasses.replace(instruction, heredocs=heredocs, end_line=self.at)
         return instruction
 
     def _heredocs(self, instruction: Instruction) -> tuple[Heredoc, ...]:

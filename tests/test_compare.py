@@ -186,6 +186,28 @@ def test_sources_builds_patches_and_requirements_are_read_in_their_clone(
     ]  # fmt: skip
 
 
+def test_a_named_git_requirement_is_its_commit_without_the_subdirectory(
+    real: Run, nothing_explained: Path
+) -> None:
+    commit = real.pins.sources["sglang"].commit
+    text = (
+        "FROM rocm/primus:v26.4\n"
+        "RUN pip install "
+        f'"sglang @ git+https://github.com/sgl-project/sglang@{commit}#subdirectory=python"\n'
+    )
+    assert ("source", "sgl-project/sglang", commit, Status.SAME) in rows(
+        text, real, nothing_explained
+    )
+
+
+def test_a_choice_that_is_not_a_table_is_named_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "differences.toml"
+    path.write_text('choice = ["x"]\n')
+    with pytest.raises(CompareError) as raised:
+        compare.read_choices(path)
+    assert str(raised.value) == f"{path}: choice 1: give exactly what and why, as strings"
+
+
 def test_the_environment_is_the_final_images(real: Run, nothing_explained: Path) -> None:
     text = (
         "FROM rocm/primus:v26.4\n"

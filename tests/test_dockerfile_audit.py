@@ -489,3 +489,30 @@ RUN pip install "$(realpath dist/*.whl)[tensorizer]" -e .[$A,$B] \\
         ("clone", 6, "https://github.com/v/vllm.git@main",
          ("checks out main, a branch or tag, not a commit",)),
     ]  # fmt: skip
+
+
+def test_an_image_named_in_a_flag_is_found_at_the_flags_own_line() -> None:
+    text = f"""FROM ubuntu:22.04@{DIGEST}
+COPY \\
+  --from=nginx:latest \\
+  /a /b
+RUN --mount=type=bind,from=python:3.12,target=/x \\
+    echo hi && \\
+    echo there
+"""
+    assert [(kind, line, value) for kind, line, value, _ in found(text)[1:]] == [
+        ("copy-from", 3, "nginx:latest"),
+        ("mount-from", 5, "python:3.12"),
+    ]
+
+
+def test_a_global_arg_declared_again_in_a_stage_and_the_clone_using_it_are_one_finding() -> None:
+    text = f"""ARG VLLM_TAG=1ff9d3353
+FROM ubuntu:22.04@{DIGEST}
+ARG VLLM_TAG
+RUN git clone https://github.com/vllm-project/vllm /v && cd /v && git checkout ${{VLLM_TAG}}
+"""
+    assert found(text)[1:] == [
+        ("clone", 4, "https://github.com/vllm-project/vllm@1ff9d3353",
+         ("short commit id: names no fixed commit",)),
+    ]  # fmt: skip

@@ -74,7 +74,7 @@ def check_closures(run: Run, names: Sequence[str]) -> None:
     could only have been built with the network."""
     missing = [name for name in names if name in run.unlocked]
     if missing:
-        named = ", ".join(f"{name} at {run.open_keys[name].short}" for name in missing)
+        named = ", ".join(f"{name} at {run.closure_keys[name].short}" for name in missing)
         why = (
             "so they cannot build with the network off"
             if run.options.hermetic
@@ -251,7 +251,7 @@ def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
     found = dict(lock.closures)
     lines = []
     for name in run.graph.order:
-        key = run.open_keys[name].key  # a closure is of the stage's build with the network
+        key = run.closure_keys[name].key  # of the stage's build with the network
         if (name, key) in found:
             lines.append(f"{name}: locked at {key[:12]}")
             continue
@@ -285,7 +285,7 @@ def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
     current = {
         (stage, key.key)
         for arch_set in archs
-        for stage, key in keys_.compute(run.graph, run.pins, arch_set, run.variables).items()
+        for stage, key in keys_.compute(run.graph, run.pins, arch_set).items()  # as closure_keys
     }
     kept = {entry: found[entry] for entry in found if entry in current}
     closure.save(closure.LockFile(path, kept))

@@ -86,7 +86,7 @@ class Run:
         (and hermetic=1), else of its build with the network (``open_keys``)."""
         sealed = {}
         for name in self.graph.order if self.options.hermetic else ():
-            found = self.lock.get(name, self.open_keys[name].key)
+            found = self.lock.get(name, self.closure_keys[name].key)
             if found is not None:
                 sealed[name] = found.digest
         if not sealed:
@@ -95,13 +95,26 @@ class Run:
 
     @functools.cached_property
     def open_keys(self) -> dict[str, StageKey]:
-        """Each stage's key built with the network: what a closure is locked for."""
+        """Each stage's key built with the network."""
         return self._compute()
 
-    def _compute(self, closures: dict[str, str] | None = None) -> dict[str, StageKey]:
+    @functools.cached_property
+    def closure_keys(self) -> dict[str, StageKey]:
+        """Each stage's key built with the network, the command-line variables at their
+        defaults: what its closure is locked for. A variable (commit_tag) is a build
+        argument: it changes nothing a build fetches, and a release tag needs no lock."""
+        defaults = {name: default for stage in self.graph for name, default in stage.variables}
+        if all(self.variables.get(name, default) == default for name, default in defaults.items()):
+            return self.open_keys
+        return self._compute(variables=defaults)
+
+    def _compute(
+        self, closures: dict[str, str] | None = None, variables: dict[str, str] | None = None
+    ) -> dict[str, StageKey]:
+        given = self.variables if variables is None else variables
         if self._kept is None:
-            return keys_.compute(self.graph, self.pins, self.archs, self.variables, closures)
-        return self._kept.compute(self.archs, self.variables, closures)
+            return keys_.compute(self.graph, self.pins, self.archs, given, closures)
+        return self._kept.compute(self.archs, given, closures)
 
     @functools.cached_property
     def _kept(self) -> keycache.KeyCache | None:
@@ -118,12 +131,14 @@ class Run:
     @functools.cached_property
     def unlocked(self) -> frozenset[str]:
         """The stages the lock file holds no closure for (at their keys with the network)."""
-        return frozenset(self.lock.missing({n: k.key for n, k in self.open_keys.items()}))
+        return frozenset(self.lock.missing({n: k.key for n, k in self.closure_keys.items()}))
 
     def sealed(self, stage: str) -> closure.Closure | None:
         """The closure stage ``stage`` builds from with the network off: its key's, if the
         lock holds one, unless ``hermetic=0``."""
-        return self.lock.get(stage, self.open_keys[stage].key) if self.options.hermetic else None
+        if not self.options.hermetic:
+            return None
+        return self.lock.get(stage, self.closure_keys[stage].key)
 
     @property
     def namespace(self) -> str:

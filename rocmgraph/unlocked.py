@@ -121,7 +121,7 @@ def audit_image(run: Run, outside: Outside, image: str) -> Traced:
             "graph built; name one (e.g. image=verl-rocm:gfx942)"
         )
     # A closure is locked for a stage's key with the network; a sealed image names the other.
-    opened = {run.keys[name].key: run.open_keys[name].key for name in run.graph.order}
+    opened = {run.keys[name].key: run.closure_keys[name].key for name in run.graph.order}
     closures = [
         found for stage, key in keys.items()
         if (found := run.lock.get(stage, opened.get(key, key))) is not None

@@ -341,3 +341,25 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     assert record is not None
     assert (record.key, record.inputs) == (key.key, key.inputs)
     assert record.seconds is not None  # the lock build's, timed: the plan prices from it
+
+
+def test_a_release_tag_builds_from_the_closures_locked_at_the_default_one(
+    tmp_path: Path,
+) -> None:
+    """verl's CI sets GIT_COMMIT_TAG per build (commit_tag=): a build argument of the
+    manifest, which changes nothing a build fetches. Its closures are those of the default."""
+    pins = tmp_path / "pins.toml"
+    pins.write_text((ROOT / "pins.toml").read_text())
+    locked = Run(Options(pins=str(pins)), stages.graph())
+    closure.save(
+        LockFile(
+            closure.lock_path(str(pins)),
+            {(n, k.key): Closure(n, k.key, ()) for n, k in locked.open_keys.items()},
+        )
+    )
+    release = Run(Options(pins=str(pins), commit_tag="v1.2.0"), stages.graph())
+    assert release.open_keys["manifest"].key != locked.open_keys["manifest"].key
+    assert release.unlocked == frozenset()
+    check_closures(release, list(release.graph.order))  # no LockError
+    assert release.sealed("manifest") is not None
+    assert release.keys["manifest"].key != locked.keys["manifest"].key  # its own image

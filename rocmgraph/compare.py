@@ -294,9 +294,17 @@ def _ran_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
 def _apt_facts(ran: dockerfile_audit.Ran) -> Iterator[Stated]:
     words = list(ran.words)
     if "install" in words:
-        for word in words[words.index("install") + 1 :]:
+        after = words[words.index("install") + 1 :]
+        for option, word in zip(["", *after], after, strict=False):
+            if option in _APT_TAKES_VALUE:  # -o Dpkg::Options::=--force-confold: no package
+                continue
             if not word.startswith("-") and "/" not in word:
                 yield Stated(Fact.APT, word.split("=", 1)[0], word.partition("=")[2], ran.line)
+
+
+# apt-get's options whose value is the next word
+_APT_TAKES_VALUE = ("-o", "--option", "-t", "--target-release", "--default-release", "-c",
+                    "--config-file")  # fmt: skip
 
 
 def _deb_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
@@ -329,7 +337,8 @@ def _rm_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
         full = posixpath.normpath(posixpath.join(ran.cwd or "/", path))
         if not any(full == root or full.startswith(f"{root}/") for root in clones):
             # (removing its own clone, or a build folder in it, is the recipe's build work)
-            yield Stated(Fact.CLEANUP, path, "rm -rf", ran.line)
+            place = full if ran.cwd and not path.startswith("/") else path  # as [cleanup]
+            yield Stated(Fact.CLEANUP, place, "rm -rf", ran.line)
 
 
 def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:

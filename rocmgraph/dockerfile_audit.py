@@ -162,7 +162,9 @@ class Reading:
 
     report: Report
     ran: tuple[Ran, ...]  # every command of every RUN line, in order
-    env: tuple[tuple[str, str, int], ...]  # (name, value, line) of every ENV, in order
+    # (name, value, line) of each ENV the final image has (its stage's and those it builds
+    # FROM), in order: a builder stage's are not the image's
+    env: tuple[tuple[str, str, int], ...]
     clones: tuple[Clone, ...]
     cmd: tuple[str, ...] | None  # the last CMD
     workdir: str  # the final stage's
@@ -180,10 +182,13 @@ def read(text: str, file: str = "Dockerfile", *, record: bool = False) -> Readin
         for c in walker.clones
     )
     workdir = walker.stage.workdir if walker.stage else "/"
+    final = walker.stage.vars.values() if walker.stage else ()
+    env = sorted(((var.name, var.value or "", var.line) for var in final if var.env),
+                 key=lambda item: item[2])  # fmt: skip
     return Reading(
         Report(file, walker.findings()),
         tuple(walker.ran),
-        tuple(walker.env_set),
+        tuple(env),
         clones,
         walker.cmd,
         workdir,
@@ -301,7 +306,6 @@ class _Walker:
         self.escape = escape
         self.record = record  # keep every command and ENV (for compare), not only findings
         self.ran: list[Ran] = []
-        self.env_set: list[tuple[str, str, int]] = []
         self.cmd: tuple[str, ...] | None = None
         self.globals: dict[str, _Var] = {}
         self.stages: dict[str, _Stage] = {}
@@ -378,7 +382,6 @@ class _Walker:
         for name, raw, line in pairs:
             value = self._expand(raw, env).value
             self.stage.vars[name] = _Var(name, value, line, env=True)
-            self.env_set.append((name, value, line))
 
     def _on_workdir(self, ins: Instruction) -> None:
         assert self.stage is not None

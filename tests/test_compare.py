@@ -200,6 +200,26 @@ def test_a_named_git_requirement_is_its_commit_without_the_subdirectory(
     )
 
 
+def test_no_fact_is_invented_from_a_builder_an_apt_option_or_a_relative_path(
+    real: Run, nothing_explained: Path
+) -> None:
+    """A builder stage's ENV is not the image's; `-o Dpkg::Options::=...` is no package;
+    `rm -rf TransformerEngine` in /workspace is [cleanup]'s /workspace/TransformerEngine."""
+    text = (
+        "FROM rocm/primus:v26.4 AS builder\n"
+        "ENV MAX_JOBS=64\n"
+        "FROM rocm/primus:v26.4\n"
+        "WORKDIR /workspace\n"
+        "RUN apt-get install -y -o Dpkg::Options::=--force-confold vim\n"
+        "RUN rm -rf TransformerEngine\n"
+    )
+    assert rows(text, real, nothing_explained)[2:] == [
+        ("apt", "vim", "", Status.SAME),
+        ("cleanup", "/workspace/TransformerEngine", "rm -rf", Status.SAME),
+        ("workdir", "WORKDIR", "/workspace", Status.SAME),
+    ]
+
+
 def test_a_choice_that_is_not_a_table_is_named_with_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "differences.toml"
     path.write_text('choice = ["x"]\n')

@@ -526,8 +526,9 @@ class _Walker:
     def _command(self, script: _Script, command: shell.Command, literal: bool = False) -> None:
         script.branches = command.branches
         words = [
-            (Expanded(w.text) if literal else self._shell_word(script, w.text), w)
+            (Expanded(w.text), w) if literal else pair
             for w in command.words
+            for pair in _split(self._shell_word(script, w.text), w)
         ]
         words = _unwrap(words)
         if not words:
@@ -841,6 +842,15 @@ def _wanted(name: str) -> bool:
         or base in _SHELLS or base in _CHECKSUMS
         or base.startswith(("pip", "python")) or base.endswith(".sh") or "$" in name
     )  # fmt: skip
+
+
+def _split(value: Expanded, word: shell.Word) -> list[tuple[Expanded, shell.Word]]:
+    """The words the shell makes of ``word``: an unquoted variable's value is split at
+    blanks (``pip install $PKGS``, PKGS="a==1 b==2", installs two)."""
+    parts = value.value.split()
+    if value.quoted or value.dynamic or not value.used or len(parts) < 2:
+        return [(value, word)]
+    return [(dataclasses.replace(value, value=part), word) for part in parts]
 
 
 def _quoted_whole(raw: str) -> bool:

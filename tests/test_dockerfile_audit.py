@@ -516,3 +516,16 @@ RUN git clone https://github.com/vllm-project/vllm /v && cd /v && git checkout $
         ("clone", 4, "https://github.com/vllm-project/vllm@1ff9d3353",
          ("short commit id: names no fixed commit",)),
     ]  # fmt: skip
+
+
+def test_an_unquoted_variable_is_split_into_words_as_the_shell_splits_it() -> None:
+    text = f"""FROM ubuntu:22.04@{DIGEST}
+ARG PKGS="mathruler==0.1.0 requests"
+RUN pip install $PKGS && pip install "$PKGS"
+"""
+    assert [(line, value, problems) for _, line, value, problems in found(text)[1:]] == [
+        (3, "mathruler==0.1.0", ()),
+        (3, "requests", UNPINNED),
+        (3, "mathruler==0.1.0 requests",
+         ("cannot read 'mathruler==0.1.0 requests' as a requirement",)),
+    ]  # fmt: skip

@@ -241,6 +241,8 @@ class _Clone:
     ref_line: int = 0
     ref_vars: list[_Var] = field(default_factory=list)
     branch: bool = False  # the ref is a `--branch` of the clone, not a checkout
+    # why the ref is not known, said where it was read (its stage's ARGs, its script's values)
+    ref_unknown: tuple[str, ...] = ()
     fetched: Expanded | None = None  # what `git fetch <remote> <ref>` brought (FETCH_HEAD)
 
 
@@ -650,6 +652,7 @@ class _Walker:
         if branch is not None:
             clone.ref, clone.ref_line = branch[0], script.text.line_at(branch[1].offset)
             clone.ref_vars, clone.branch = self._vars(branch[0]), True
+            clone.ref_unknown = tuple(self._unknown(branch[0], None, script))
         self._stage_clones().append(clone)
         self.clones.append(clone)
 
@@ -681,6 +684,7 @@ class _Walker:
             ref = clone.fetched
         clone.ref, clone.ref_line, clone.branch = ref, script.text.line_at(word.offset), False
         clone.ref_vars = self._vars(ref)
+        clone.ref_unknown = tuple(self._unknown(ref, None, script))
 
     # ------------------------------------------------------------ pip and downloads
 
@@ -793,7 +797,7 @@ class _Walker:
 
     def findings(self) -> tuple[Finding, ...]:
         for clone in self.clones:
-            self._add_finding(*_clone_finding(clone, self))
+            self._add_finding(*_clone_finding(clone))
         for var in self.args:
             if (id(var) not in self.used and var.name.upper().endswith(_PIN_SUFFIXES)
                     and var.value and SHORT.fullmatch(var.value)):  # fmt: skip
@@ -803,7 +807,7 @@ class _Walker:
         return tuple(finding for _, _, finding in sorted(self.found, key=lambda f: f[:2]))
 
 
-def _clone_finding(clone: _Clone, walker: _Walker) -> tuple[Finding, list[_Var]]:
+def _clone_finding(clone: _Clone) -> tuple[Finding, list[_Var]]:
     url = clone.url.value
     through = [*clone.vars, *clone.ref_vars]
     if clone.ref is None:
@@ -811,7 +815,7 @@ def _clone_finding(clone: _Clone, walker: _Walker) -> tuple[Finding, list[_Var]]
                        ("git clone without a commit checkout: unpinned",)), through  # fmt: skip
     ref = clone.ref.value
     also = () if clone.ref_line == clone.line else (Place(clone.line, "git clone"),)
-    unknown = tuple(walker._unknown(clone.ref, None))
+    unknown = clone.ref_unknown
     problems: tuple[str, ...] = ()
     if unknown:
         pass

@@ -529,3 +529,18 @@ RUN pip install $PKGS && pip install "$PKGS"
         (3, "mathruler==0.1.0 requests",
          ("cannot read 'mathruler==0.1.0 requests' as a requirement",)),
     ]  # fmt: skip
+
+
+def test_why_a_checkout_is_unknown_is_said_where_it_is_read() -> None:
+    """Not from the last stage's ARGs, or without the script that set the variable."""
+    text = f"""FROM ubuntu:22.04@{DIGEST} AS build
+RUN git clone https://github.com/a/x /x && cd /x && C=$(cat /ref) && git checkout $C
+RUN git clone https://github.com/a/y /y && cd /y && git checkout $VLLM_COMMIT
+FROM ubuntu:22.04@{DIGEST}
+ARG VLLM_COMMIT=main
+"""
+    assert [(value, problems) for kind, _, value, problems in found(text) if kind == "clone"] == [
+        ("https://github.com/a/x@$C", ("unknown: $C is set from a command run during the build",)),
+        ("https://github.com/a/y@$VLLM_COMMIT",
+         ("unknown: $VLLM_COMMIT is not set in this Dockerfile",)),
+    ]  # fmt: skip

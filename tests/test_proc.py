@@ -65,6 +65,32 @@ def test_no_streamed_command_starts_after_an_interrupt() -> None:
     assert str(raised.value) == "`true` was not started: the run is interrupted"
 
 
+# A run started with SIGINT ignored: its streamed `sleep` (no handler of its own, as a
+# shell script's commands) still ends on the interrupt, by SIGINT, not by the grace's kill.
+STARTED_IGNORING = """
+import signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+from rocmgraph.outside import proc
+codes = []
+thread = threading.Thread(target=lambda: codes.append(proc.stream(["sleep", "60"], print)))
+thread.start()
+while not proc._STREAMING:
+    time.sleep(0.05)
+time.sleep(0.3)
+proc.interrupt_all(grace=10)
+thread.join()
+print(codes)
+"""
+
+
+def test_a_command_gets_sigint_back_when_the_run_was_started_ignoring_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", STARTED_IGNORING],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.stdout == f"[{-signal.SIGINT}]\n", result.stderr
+
+
 # The child takes SIGINT's default action back, as the docker client (Go) does: a run
 # started in the background of a script inherits SIGINT ignored, and so would a Python child.
 STREAMS_A_CHILD = """

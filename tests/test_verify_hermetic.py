@@ -19,7 +19,7 @@ from conftest import run_doit
 from demo_e2e import E2E, copy_of_demo, docker, labels, manifest_file
 
 import stages
-from rocmgraph import closure, filetree, records
+from rocmgraph import closure, filetree, progress, records
 from rocmgraph.fsutil import sha256_file
 from rocmgraph.outside import default_cache
 from rocmgraph.outside.docker import DockerEngine
@@ -85,6 +85,7 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     try:
         locked_refuses_a_stage_without_a_closure(world, tmp_path)
         a_cold_build_with_no_index_and_no_network(world, tmp_path, opened, sealed)
+        a_commit_tag_builds_from_the_default_s_closure(world, opened)
         a_stage_not_built_is_locked_under_its_key(world, tmp_path)
         a_closure_file_changed_unseen_by_its_stamp_fails_its_step(world, tmp_path, opened, sealed)
         a_closure_that_lacks_a_file_fails_the_build_naming_it(world, tmp_path, opened)
@@ -194,14 +195,42 @@ def a_cold_build_with_no_index_and_no_network(
     assert all("--network none" in argv for argv in argvs)
 
 
-def a_stage_not_built_is_locked_under_its_key(world: E2E, tmp_path: Path) -> None:
-    """Another commit_tag moves the manifest's key alone: the lock builds it with the network
-    under the key a build with the network gives it (what a child's lock would stand on),
-    then a build builds it again, sealed."""
-    tag = "commit_tag=lock-test"
-    network_key = keys_of(world, tag)["manifest"]  # no closure yet: with the network, on its
-    open_key = keys_of(world, tag, "hermetic=0")["manifest"]  # sealed parent; locked for this
+def a_commit_tag_builds_from_the_default_s_closure(world: E2E, opened: dict[str, str]) -> None:
+    """Another commit_tag (a release's) moves the manifest's key and not its closure: it is a
+    build argument and changes nothing a build fetches. The lock has nothing to do; the
+    build builds the manifest sealed, from the closure locked for the default."""
+    tag = "commit_tag=release-test"
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942", tag)
+    locked = run_doit("lock", *where, "closures=1")
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    lines = [line for line in locked.stdout.splitlines() if line.startswith("manifest: ")]
+    assert lines == [f"manifest: locked at {opened['manifest'][:12]}"]
+    tagged = keys_of(world, tag)["manifest"]
+    built = world.build("gfx942", tag)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert progress.built_stages(built.stdout) == {"manifest"}
+    assert labels(f"verl-sealed/manifest:{tagged}")["org.verl-rocm-graph.hermetic"] == "true"
+
+
+def a_stage_not_built_is_locked_under_its_key(world: E2E, tmp_path: Path) -> None:
+    """Another [image].version moves the manifest's key alone, and its closure's: the lock
+    builds it with the network under the key a build with the network gives it (what a
+    child's lock would stand on), then a build builds it again, sealed. The pins and the
+    lock file are put back after it."""
+    lock = tmp_path / "pins.lock.toml"
+    kept = world.pins.read_text(), lock.read_text()
+    try:
+        _locked_under_its_key(world, tmp_path)
+    finally:
+        world.pins.write_text(kept[0])
+        lock.write_text(kept[1])
+
+
+def _locked_under_its_key(world: E2E, tmp_path: Path) -> None:
+    world.edit(["image", "version"], "lock-test")
+    network_key = keys_of(world)["manifest"]  # no closure yet: with the network, on its
+    open_key = keys_of(world, "hermetic=0")["manifest"]  # sealed parent; locked for this
+    where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
     locked = run_doit("lock", *where, "closures=1")
     assert locked.returncode == 0, locked.stdout + locked.stderr
     lines = [line for line in locked.stdout.splitlines() if line.startswith("manifest: ")]
@@ -212,9 +241,9 @@ def a_stage_not_built_is_locked_under_its_key(world: E2E, tmp_path: Path) -> Non
     record = records.load(tmp_path / ".build" / "records" / "verl-sealed", "manifest")
     assert record is not None
     assert (record.key, record.seconds is not None) == (network_key, True)  # as a build's
-    sealed = keys_of(world, tag)["manifest"]
+    sealed = keys_of(world)["manifest"]
     assert sealed not in (network_key, open_key)
-    built = world.build("gfx942", tag)
+    built = world.build("gfx942")
     assert built.returncode == 0, built.stdout + built.stderr
     assert labels(f"verl-sealed/manifest:{sealed}")["org.verl-rocm-graph.hermetic"] == "true"
 

@@ -98,6 +98,16 @@ _SETPRIV = shutil.which("setpriv")
 _DIES_WITH_US = [_SETPRIV, "--pdeathsig", "INT", "--"] if _SETPRIV else []
 
 
+def _interruptible() -> list[str]:
+    """What gives a command SIGINT's default action back when this process was started with
+    it ignored (a job a non-interactive shell put in the background): the command would
+    inherit that, and an interrupt would wait out its grace and kill the build instead of
+    cancelling it. coreutils' env resets it before it runs the command."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return ["env", "--default-signal=INT", "--"]
+    return []
+
+
 def interrupt_all(grace: float = 20.0) -> None:
     """Send SIGINT to every streamed command still running (the docker CLI cancels its build
     on it, nothing is tagged) and wait for each to end, killing one still running after
@@ -134,7 +144,7 @@ def stream(
         if _INTERRUPTED.is_set():
             raise Interrupted(f"`{shlex.join(argv)}` was not started: the run is interrupted")
         process = subprocess.Popen(
-            [*_DIES_WITH_US, *argv],
+            [*_DIES_WITH_US, *_interruptible(), *argv],
             cwd=cwd,
             env=dict(env) if env is not None else None,
             stdout=subprocess.PIPE,

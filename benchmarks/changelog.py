@@ -37,6 +37,7 @@ import usershell
 
 import stages
 from rocmgraph import estimate, linear, monolith, pinsedit, progress
+from rocmgraph import pins as pins_module
 from rocmgraph.build import private_files, secret_texts
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.engine import BuildJob
@@ -220,13 +221,16 @@ def modelled_minutes(log: list[Step], kernel_moves: bool = False) -> dict[str, l
         shutil.copy(ROOT / PATCH, patch)
         before: dict[str, str] = {}
         rows: dict[str, list[float]] = {"graph": [], "linear": []}
+        edited = False
         for step in log:
             real = _real_pins_edit(step, pins, kernel_moves)
             if real:
                 pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in real.items()])
             run = Run(Options(pins=str(pins), arch=step.arch), graph)
             keys = {name: key.key for name, key in run.keys.items()}
-            if step.edit_patch:  # the patch's content is part of sglang's key: mark it
+            # The patch's content is part of sglang's key: marked from its edit on.
+            edited = edited or step.edit_patch
+            if edited:
                 keys["sglang"] += "-edited"
                 keys.update({d: keys[d] + "-edited" for d in run.graph.descendants("sglang")})
             changed = {name for name in keys if before.get(name) != keys[name]}
@@ -313,7 +317,16 @@ def replay(
         work = Path(scratch)
         pins = work / "pins.toml"
         pins.write_text(template)
-        pinsedit.write(pins, [pinsedit.Change(("image", "name"), "", NAMESPACE)])
+        # The demo's pins, with the real image's [build].source_archs (the demo's own e2e
+        # tests build each arch set for itself).
+        source_archs = pins_module.load(ROOT / "pins.toml").build.source_archs
+        pinsedit.write(
+            pins,
+            [
+                pinsedit.Change(("image", "name"), "", NAMESPACE),
+                pinsedit.Change(("build", "source_archs"), "", source_archs),
+            ],
+        )
         shutil.copy(ROOT / PATCH, ROOT / EDITED)
         forget_everything()
         # One world for the three ways: the demo's upstreams served here, from the start (the

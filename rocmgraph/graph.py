@@ -45,6 +45,9 @@ class Stage:
     recipe: str  # template under docker/
     files: tuple[str, ...] = ()  # further recipe files copied into the context
     arch_dependent: bool = False
+    # It compiles GPU code, for [build].source_archs where they hold the image's archs
+    # (Build.compiled_for): images of several arch sets share its build.
+    compiles: bool = False
     # Fetched into the context besides sources (none when the base image provides the stage).
     fetches: tuple[Fetch, ...] = ()
     # Its recipe ends ``FROM scratch`` and copies a filesystem in, so that files it removed
@@ -102,6 +105,7 @@ def source_stage(name: str, doc: str, sources: tuple[str, ...] = ()) -> Stage:
         recipe="source-wheel.Dockerfile.j2",
         files=("rocmgraph/inimage/verify_dists.py",),
         arch_dependent=True,
+        compiles=True,
         optional=True,
     )
 

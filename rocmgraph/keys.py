@@ -23,7 +23,7 @@ from rocmgraph.errors import GraphError, PinsError
 from rocmgraph.graph import Fetch, Graph, Stage
 from rocmgraph.layout import ROOT
 from rocmgraph.pins import PinPath, Pins, Value, format_path, is_under
-from rocmgraph.recipe import render
+from rocmgraph.recipe import render, stage_archs
 
 # Bump when the meaning of an input changes, so old keys cannot collide.
 SCHEMA = 1
@@ -175,7 +175,7 @@ def stage_inputs(
         dockerfile=digest(render(stage, pins, archs).encode()),
         files={name: digest((ROOT / name).read_bytes()) for name in recipe_files(stage, pins)},
         pins={format_path(path, whole=True): _jsonable(value) for path, value in read.items()},
-        arch=archs if depends_on_arch(stage, pins) else None,
+        arch=stage_archs(stage, pins, archs) if depends_on_arch(stage, pins) else None,
         parents={parent: parent_keys[parent] for parent in stage.parents},
         # only where a variable is an input, so other keys never move
         variables={name: given.get(name, default) for name, default in stage.variables}

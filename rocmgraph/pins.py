@@ -94,11 +94,23 @@ class Build:
     """Build knobs."""
 
     archs: tuple[str, ...] = _kind(kinds.ARCH, example='"gfx942"')
+    # The archs the source stages compile for whenever an image's archs are among them: the
+    # images of any of their subsets then share each source build (hours of vLLM and
+    # sgl-kernel) and differ from the prune stage up, at the price of code for the other
+    # archs in their wheels. An image asking for an arch outside them compiles for its own
+    # archs; empty: every image compiles for its own.
+    source_archs: tuple[str, ...] = _kind(kinds.ARCH, default=(), example='"gfx942"')
     max_jobs: int = _bounded(1, 1024, "vLLM needs about 4 GiB per job")
     ccache_maxsize: str = _kind(kinds.SIZE, default="50G")
     # ccache's remote storage, shared by the machines that build (redis://host:6379): a
     # location, so a build that uses it makes the same image as one that does not.
     compile_cache: str = _kind(kinds.COMPILE_CACHE, default="", location=True)
+
+    def compiled_for(self, archs: tuple[str, ...]) -> tuple[str, ...]:
+        """The archs a source stage compiles for in an image of ``archs``."""
+        if self.source_archs and set(archs) <= set(self.source_archs):
+            return tuple(sorted(set(self.source_archs)))
+        return archs
 
 
 @dataclass(frozen=True, kw_only=True)

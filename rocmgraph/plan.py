@@ -134,6 +134,7 @@ def verdict(plan: Plan) -> None:
 def as_json(run: Run, plan: Plan) -> str:
     document = {
         "arch": list(run.archs),
+        "source_arch": list(run.pins.build.compiled_for(run.archs)),
         "pins": str(run.options.pins),
         "engine": plan.engine or "ok",
         "stages": [
@@ -183,10 +184,19 @@ def _network(run: Run, plan: Plan) -> list[str]:
     return [f"network: off for all {len(todo)} stages to build (closures locked)"] if todo else []
 
 
+def _source_archs(run: Run) -> list[str]:
+    """What the source stages compile for, where it is more than the image's archs."""
+    compiled = run.pins.build.compiled_for(run.archs)
+    if compiled == run.archs:
+        return []
+    return [f"source stages compile for {','.join(compiled)} ([build].source_archs)"]
+
+
 def as_text(run: Run, plan: Plan) -> str:
     width = max(len(stage.name) for stage in plan.stages) + 2
     lines = [
         f"plan for arch {','.join(run.archs)} from {run.options.pins}",
+        *_source_archs(run),
         *([f"engine: {plan.engine}"] if plan.engine else []),
         f"{'stage':<{width}}{'key':<14}{'arch':<6}{'status':<11}{'estimate':<19}why",
     ]

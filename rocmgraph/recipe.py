@@ -242,8 +242,14 @@ def context(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> dict[str, objec
     }
     view["known_archs"] = list(KNOWN_ARCHS)
     if stage.arch_dependent:
-        view["arch"] = list(archs)
+        view["arch"] = list(stage_archs(stage, pins, archs))
     return view
+
+
+def stage_archs(stage: Stage, pins: Pins, archs: tuple[str, ...]) -> tuple[str, ...]:
+    """The archs ``stage`` builds for in an image of ``archs``: a stage that compiles, for
+    [build].source_archs where they hold them all."""
+    return pins.build.compiled_for(archs) if stage.compiles else archs
 
 
 def render(

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_doit
+from conftest import ROOT, delete_toml, run_doit
 from demo_e2e import (
     E2E,
     SITE,
@@ -363,6 +363,20 @@ def test_switching_arch_reuses_every_arch_independent_stage(e2e: E2E) -> None:
     assert run_in("verl-e2e:gfx942-gfx950", "import causal_conv1d; print(causal_conv1d.ARCHS)") == (
         "gfx942,gfx950"
     )
+    # With [build].source_archs, a gfx950 image takes the source builds of both archs: it
+    # builds what installs them (its pruned trees are built already) and compiles nothing.
+    e2e.edit(["build", "source_archs"], ["gfx942", "gfx950"])
+    try:
+        reused = e2e.build("gfx950")
+        assert reused.returncode == 0, reused.stdout[-3000:] + reused.stderr
+        assert built(reused) == {"assemble", "manifest"}
+        assert kernel_archs("verl-e2e:gfx950") == {"gfx950"}
+        assert run_in(
+            "verl-e2e:gfx950",
+            "import os, causal_conv1d; print(causal_conv1d.ARCHS, os.environ['PYTORCH_ROCM_ARCH'])",
+        ) == ("gfx942,gfx950 gfx950")
+    finally:
+        e2e.pins.write_text(delete_toml(e2e.pins.read_text(), ["build", "source_archs"]))
 
 
 def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> None:

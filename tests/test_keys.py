@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PINS, ROOT, edit_toml
+from conftest import PINS, ROOT, delete_toml, edit_toml
 
 import stages
 from rocmgraph import keys, kinds, pins, recipe
@@ -146,6 +146,8 @@ def mutated(leaf: Leaf) -> Any:
 def readers(path: tuple[str, ...]) -> set[str]:
     if path == ("build", "archs"):  # the default arch set: an input of arch-dependent stages
         return {s.name for s in GRAPH if keys.depends_on_arch(s, REAL)}
+    if path == ("build", "source_archs"):  # what those that compile take it for
+        return {s.name for s in GRAPH if keys.depends_on_arch(s, REAL) and s.compiles}
     return {s.name for s in GRAPH if is_under(path, s.reads)}
 
 
@@ -153,9 +155,16 @@ def keyed_readers(path: tuple[str, ...], after: pins.Pins) -> set[str]:
     """The stages whose key a change at ``path`` must move: those it is a pin of (not only
     text of their Dockerfile, not checked only in a base image), and those whose rendered
     Dockerfile it changes."""
+    archs = REAL.build.archs
     if path == ("build", "archs"):
         return readers(path)
-    archs = REAL.build.archs
+    if path == ("build", "source_archs"):  # where the archs they compile for move
+        return {
+            name
+            for name in readers(path)
+            if recipe.stage_archs(GRAPH[name], REAL, archs)
+            != recipe.stage_archs(GRAPH[name], after, archs)
+        }
     return {
         s.name
         for s in GRAPH
@@ -248,13 +257,38 @@ def test_adding_an_entry_to_a_table_changes_exactly_its_readers(pins_text: str) 
     assert {n for n in before if before[n] != after[n]} == {"assemble", "manifest"}
 
 
-def test_changing_the_arch_changes_only_arch_dependent_stages_and_descendants() -> None:
-    mi300 = all_keys(REAL, ("gfx942",))
-    mi350 = all_keys(REAL, ("gfx950",))
+def test_changing_the_arch_changes_only_arch_dependent_stages_and_descendants(
+    pins_text: str,
+) -> None:
+    own = pins.loads(delete_toml(pins_text, ["build", "source_archs"]))  # each its own archs
+    mi300 = all_keys(own, ("gfx942",))
+    mi350 = all_keys(own, ("gfx950",))
     changed = {name for name in mi300 if mi300[name] != mi350[name]}
-    assert changed == downstream({s.name for s in GRAPH if keys.depends_on_arch(s, REAL)})
+    assert changed == downstream({s.name for s in GRAPH if keys.depends_on_arch(s, own)})
     # A source stage the base provides only verifies: no arch set of its own.
     assert {"base", "rocm", "wheels", "verl", "slim", "flash_attention"}.isdisjoint(changed)
+
+
+def test_images_of_the_source_archs_share_every_source_build() -> None:
+    assert REAL.build.source_archs == ("gfx942", "gfx950")
+    both, mi300, mi350 = (all_keys(REAL, archs) for archs in SETS)
+    assert {name for name in mi300 if mi300[name] != mi350[name]} == {
+        "prune", "assemble", "manifest",
+    }  # fmt: skip
+    compiled = {s.name for s in GRAPH if s.compiles and keys.depends_on_arch(s, REAL)}
+    assert compiled == {"vllm", "sglang", "sgl_kernel", "causal_conv1d"}
+    assert {name: mi300[name] for name in compiled} == {name: both[name] for name in compiled}
+    # What the image targets stays its own: the pruned trees and PYTORCH_ROCM_ARCH.
+    assert 'ENV PYTORCH_ROCM_ARCH="gfx942"' in recipe.render(GRAPH["assemble"], REAL, SETS[1])
+    vllm = recipe.render(GRAPH["vllm"], REAL, SETS[1])
+    assert 'PYTORCH_ROCM_ARCH="gfx942;gfx950"' in vllm
+    # An arch outside them: its image compiles for its own.
+    mi200 = all_keys(REAL, ("gfx90a",))
+    assert {name for name in compiled if mi200[name] == mi300[name]} == set()
+    assert 'PYTORCH_ROCM_ARCH="gfx90a"' in recipe.render(GRAPH["vllm"], REAL, ("gfx90a",))
+
+
+SETS = (("gfx942", "gfx950"), ("gfx942",), ("gfx950",))
 
 
 def test_a_changed_recipe_file_changes_its_stage(

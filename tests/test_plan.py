@@ -79,6 +79,7 @@ def test_plan_json_lists_every_stage_in_build_order() -> None:
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["arch"] == ["gfx942"]
+    assert document["source_arch"] == ["gfx942", "gfx950"]  # [build].source_archs
     assert document["pins"] == "pins.toml"
     names = [s["name"] for s in document["stages"]]
     assert names == list(stages.graph().order)
@@ -111,6 +112,7 @@ def test_plan_reads_another_pins_file(write_pins: Callable[..., Path], pins_text
     document = json.loads(run_doit("plan", f"pins={other}", "format=json").stdout)
     assert document["pins"] == str(other)
     assert document["arch"] == ["gfx90a"]
+    assert document["source_arch"] == ["gfx90a"]  # outside [build].source_archs: its own
 
 
 def test_plan_says_which_input_changed_since_the_last_build(
@@ -136,7 +138,11 @@ def test_plan_says_which_input_changed_since_the_last_build(
 
     mi350 = Run(Options(pins=str(before), arch="gfx950"), stages.graph())
     reasons = {p.name: p.reasons for p in make_plan(mi350, engine).stages}
-    assert reasons["sglang"] == ("arch: gfx942 -> gfx950",)
+    assert reasons["prune"] == ("arch: gfx942 -> gfx950",)
+    assert reasons["sglang"] == ()  # it compiles for both ([build].source_archs)
+    mi200 = Run(Options(pins=str(before), arch="gfx90a"), stages.graph())
+    reasons = {p.name: p.reasons for p in make_plan(mi200, engine).stages}
+    assert reasons["sglang"] == ("arch: gfx942,gfx950 -> gfx90a",)
 
 
 def test_a_build_killed_after_its_tag_still_explains_the_next_change(
@@ -196,14 +202,15 @@ def test_plan_text_is_a_table_with_the_reasons(
     engine = SetEngine({run.ref("base")})
     lines = as_text(run, make_plan(run, engine)).splitlines()
     assert lines[0] == f"plan for arch gfx942 from {path}"
-    assert lines[1] == "stage               key           arch  status     estimate           why"
+    assert lines[1] == "source stages compile for gfx942,gfx950 ([build].source_archs)"
+    assert lines[2] == "stage               key           arch  status     estimate           why"
     base_key = run.keys["base"].short
-    assert lines[2] == f"base                {base_key}  -     built      -                  -"
-    assert lines[3] == (
+    assert lines[3] == f"base                {base_key}  -     built      -                  -"
+    assert lines[4] == (
         " " * 70 + "missing: [base].digest (image digest unknown; `doit lock` resolves it)"
     )
     rocm_key = run.keys["rocm"].short
-    assert lines[4] == (
+    assert lines[5] == (
         f"rocm                {rocm_key}  -     not built  ?                  never built; "
         "verify only: the base image provides it"
     )
@@ -213,6 +220,8 @@ def test_plan_text_is_a_table_with_the_reasons(
         "network: off; a build refuses all 15 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
     ]
+    both = Run(Options(pins=str(path), arch="gfx942,gfx950"), stages.graph())
+    assert as_text(both, make_plan(both, engine)).splitlines()[1].startswith("stage ")
 
 
 def test_plan_prices_the_build_from_records_then_reference_figures(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import PINS, edit_toml, run_doit
+from conftest import PINS, delete_toml, edit_toml, run_doit
 
 import stages
 from rocmgraph import pins
@@ -104,8 +104,17 @@ def test_source_stages_build_for_the_arch_set(pins_text: str) -> None:
     assert "COPY src/vllm /src/vllm\n" in text
     assert "--mount=type=cache,target=/root/.cache/ccache" in text
     built = pins.loads(edit_toml(pins_text, ["base", "provides"], ["rocm", "wheels"]))
+    # For [build].source_archs whenever they hold the image's archs, else for its own.
     flash = render(GRAPH["flash_attention"], built, ("gfx942",))
+    assert 'GPU_ARCHS="gfx942;gfx950" BUILD_TARGET=rocm pip wheel' in flash
+    flash = render(GRAPH["flash_attention"], built, ("gfx90a", "gfx942"))
+    assert 'GPU_ARCHS="gfx90a;gfx942" BUILD_TARGET=rocm pip wheel' in flash
+    own = pins.loads(delete_toml(edit_toml(pins_text, ["base", "provides"], ["rocm"]), SOURCE))
+    flash = render(GRAPH["flash_attention"], own, ("gfx942",))
     assert 'GPU_ARCHS="gfx942" BUILD_TARGET=rocm pip wheel' in flash
+
+
+SOURCE = ["build", "source_archs"]
 
 
 def test_each_source_gets_its_version_and_its_own_arch_separator() -> None:

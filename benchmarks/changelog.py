@@ -17,6 +17,11 @@ images share (layers below the first that differs), and the build-hours the same
 would cost on the real image (pins.toml), modelled from docker/durations.toml.
 
     python3 benchmarks/changelog.py [--json rows.json] [--only graph,monolith,linear]
+                                    [--rounds N]
+
+``--rounds N`` replays each way N times, the order of the ways reversed every other round
+(this machine is shared, and the way that runs second met a slower machine in some runs):
+each change's time is then the median of its N, and each round's log total is printed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import hashlib
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -271,6 +277,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the rows to this file")
     parser.add_argument("--only", default=",".join(WAYS), help="ways to build, comma-separated")
+    parser.add_argument("--rounds", type=int, default=1, help="replays of each way (median)")
     args = parser.parse_args()
     ways = [way for way in args.only.split(",") if way]
     prepared = subprocess.run(
@@ -283,13 +290,21 @@ def main() -> None:
     template = pins_path("demo").read_text()
     demo_run = Run(Options(pins=str(pins_path("demo"))), stages.graph())
     log = change_log(built["commits"], list(demo_run.pins.sources["sglang"].patches))
-    results: dict[str, list[dict[str, float | int]]] = {}
+    rounds: dict[str, list[list[dict[str, float | int]]]] = {way: [] for way in ways}
     shared: dict[str, int | None] = {}
     SCRATCH.mkdir(parents=True, exist_ok=True)
-    for way in ways:
-        results[way], shared[way] = replay(way, log, template)
+    for number in range(args.rounds):
+        for way in ways if number % 2 == 0 else ways[::-1]:
+            rows, shared[way] = replay(way, log, template)
+            rounds[way].append(rows)
+            total = sum(float(row["seconds"]) for row in rows[2:])
+            print(f"round {number + 1}: {way}: the log after the cold build {total:.1f} s",
+                  file=sys.stderr)  # fmt: skip
+    results = {way: median_rows(replays) for way, replays in rounds.items()}
     modelled = modelled_minutes(log)
     modelled["graph_kernel"] = modelled_minutes(log, kernel_moves=True)["graph"]
+    if args.rounds > 1:
+        print(f"Each change's time: the median of {args.rounds} rounds.\n")
     report(log, ways, results, shared, modelled)
     if args.json:
         document = {
@@ -352,6 +367,15 @@ def replay(
         finally:
             demo.stop()
             (ROOT / EDITED).unlink(missing_ok=True)
+
+
+def median_rows(replays: list[list[dict[str, float | int]]]) -> list[dict[str, float | int]]:
+    """One row per change: the median of its times over the replays, and what the first
+    replay rebuilt and made (the same in each: the keys and the cache decide it)."""
+    return [
+        {**rows[0], "seconds": round(statistics.median(float(r["seconds"]) for r in rows), 1)}
+        for rows in zip(*replays, strict=True)
+    ]
 
 
 def report(

@@ -290,12 +290,15 @@ def main() -> None:
     template = pins_path("demo").read_text()
     demo_run = Run(Options(pins=str(pins_path("demo"))), stages.graph())
     log = change_log(built["commits"], list(demo_run.pins.sources["sglang"].patches))
+    # The demo's pins, with the real image's [build].source_archs (the demo's own e2e tests
+    # build each arch set for itself).
+    source_archs = pins_module.load(ROOT / "pins.toml").build.source_archs
     rounds: dict[str, list[list[dict[str, float | int]]]] = {way: [] for way in ways}
     shared: dict[str, int | None] = {}
     SCRATCH.mkdir(parents=True, exist_ok=True)
     for number in range(args.rounds):
         for way in ways if number % 2 == 0 else ways[::-1]:
-            rows, shared[way] = replay(way, log, template)
+            rows, shared[way] = replay(way, log, template, source_archs)
             rounds[way].append(rows)
             total = sum(float(row["seconds"]) for row in rows[2:])
             print(f"round {number + 1}: {way}: the log after the cold build {total:.1f} s",
@@ -322,7 +325,7 @@ def main() -> None:
 
 
 def replay(
-    way: str, log: list[Step], template: str
+    way: str, log: list[Step], template: str, source_archs: tuple[str, ...]
 ) -> tuple[list[dict[str, float | int]], int | None]:
     """The change log built one way, from a cold start: a row per change, and the bytes the
     two arch's final images share."""
@@ -332,9 +335,6 @@ def replay(
         work = Path(scratch)
         pins = work / "pins.toml"
         pins.write_text(template)
-        # The demo's pins, with the real image's [build].source_archs (the demo's own e2e
-        # tests build each arch set for itself).
-        source_archs = pins_module.load(ROOT / "pins.toml").build.source_archs
         pinsedit.write(
             pins,
             [

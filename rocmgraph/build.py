@@ -383,22 +383,31 @@ class _Builds:
 
         run, engine = self.run, self.engine
         images: dict[str, str] = {}
+        missing: dict[str, GraphToolError] = {}  # a parent from outside, each made local once
+        for parent in dict.fromkeys(p for n in wave for p in run.graph[n].parents if p not in wave):
+            try:
+                ensure_local(run, engine, self.outside, parent, self.where)
+            except GraphToolError as exc:
+                missing[parent] = exc
+            images[parent] = run.ref(parent)
         failed: dict[str, GraphToolError] = {}
         for name in wave:
-            for parent in run.graph[name].parents:
-                if parent not in wave:
-                    try:
-                        ensure_local(run, engine, self.outside, parent, self.where)
-                    except GraphToolError as exc:
-                        failed.setdefault(name, exc)
-                    images[parent] = run.ref(parent)
+            cause = next((p for p in run.graph[name].parents if p in missing), None)
+            if cause is not None:
+                failed[name] = missing[cause]
+        # Rendered without them and what needs them: a squashed stage asks the engine for
+        # the configuration of its parent, which is not there.
+        ready = tuple(
+            name
+            for name in wave
+            if name not in failed and not run.graph.ancestors(name) & failed.keys()
+        )
         keep = f"{wave[-1]}-{run.keys[wave[-1]].short}"
         for name in wave:
             _sweep_contexts(run, name, keep)
-        recipe, owners = solve_recipe(run, engine, wave, images)
+        recipe, owners = solve_recipe(run, engine, ready, images) if ready else ("", {})
         self.scratch.update(name for name in _SCRATCH.findall(recipe) if name in wave)
         scratch = run.state_dir / "contexts" / keep
-        ready = tuple(name for name in wave if name not in failed)
         failed |= context.prepare_many(run, self.outside, ready, scratch, recipe=recipe)
         return scratch, owners, failed
 

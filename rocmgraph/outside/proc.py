@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shlex
 import shutil
@@ -102,10 +103,23 @@ def _interruptible() -> list[str]:
     """What gives a command SIGINT's default action back when this process was started with
     it ignored (a job a non-interactive shell put in the background): the command would
     inherit that, and an interrupt would wait out its grace and kill the build instead of
-    cancelling it. coreutils' env resets it before it runs the command."""
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    cancelling it. coreutils' env resets it before it runs the command (8.31 and later: an
+    older env, or none, leaves it as it is). doit's runs never need it: dodo.py handles
+    SIGINT, and a handled signal is the default again in what the run starts."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and _env_resets_signals():
         return ["env", "--default-signal=INT", "--"]
     return []
+
+
+@functools.cache
+def _env_resets_signals() -> bool:
+    try:
+        probe = subprocess.run(
+            ["env", "--default-signal=INT", "true"], capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
 
 
 def interrupt_all(grace: float = 20.0) -> None:

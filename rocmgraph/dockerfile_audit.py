@@ -564,6 +564,8 @@ class _Walker:
         raw, offset = word.text, word.offset
         if _quoted_whole(raw):
             text = script.text.slice(offset + 1, offset + len(raw) - 1)
+            if raw[0] == '"':
+                text = _unescaped(text)
         elif value.known:
             nested = script.text.slice(min(offset, len(script.text.value)))
             text = Text(value.value, nested.starts, nested.lines)
@@ -855,6 +857,24 @@ def _split(value: Expanded, word: shell.Word) -> list[tuple[Expanded, shell.Word
     if value.quoted or value.dynamic or not value.used or len(parts) < 2:
         return [(value, word)]
     return [(dataclasses.replace(value, value=part), word) for part in parts]
+
+
+def _unescaped(text: Text) -> Text:
+    """The inside of a double-quoted word as the shell hands it on: a backslash before
+    ``"``, ``\\``, ``$`` or a backquote dropped, each character still on its line."""
+    value = text.value
+    out: list[str] = []
+    moved: list[int] = []  # moved[i]: where value's i-th character lands
+    at = 0
+    while at < len(value):
+        moved.append(len(out))
+        if value[at] == "\\" and value[at + 1 : at + 2] in ('"', "\\", "$", "`"):
+            moved.append(len(out))
+            at += 1
+        out.append(value[at])
+        at += 1
+    moved.append(len(out))
+    return Text("".join(out), tuple(moved[start] for start in text.starts), text.lines)
 
 
 def _quoted_whole(raw: str) -> bool:

@@ -70,6 +70,14 @@ RUN git clone https://github.com/a/c /c && cd /c && bash -c 'git checkout {FULL}
     ]  # fmt: skip
 
 
+def test_a_double_quoted_script_is_read_as_the_shell_hands_it_on() -> None:
+    text = 'FROM scratch\nRUN bash -c "pip install \\"requests==2.31.0\\" \\$X"\n'
+    assert found(text) == [  # the outer shell's \$X is the inner one's $X
+        ("pip", 2, "requests==2.31.0", ()),
+        ("pip", 2, "$X", ("unknown: $X is not set in this Dockerfile",)),
+    ]
+
+
 @pytest.mark.parametrize(
     "command",
     [

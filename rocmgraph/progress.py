@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from rocmgraph.estimate import duration
-from rocmgraph.ledger import LEDGER, Entry, Ledger, Status
+from rocmgraph.ledger import LEDGER, Entry, Ledger, Status, step_of
 
 MODES = ("auto", "plain", "quiet")
 HEARTBEAT_ENV = "VERL_GRAPH_HEARTBEAT"  # seconds between a stage's heartbeats; 60
@@ -136,7 +136,8 @@ class Lines:
 
 
 class Live:
-    """A terminal's live view: redrawn four times a second, printed lines above it."""
+    """A terminal's live view: redrawn four times a second, and at once when a stage
+    changes or begins a step (a step shorter than a tick still shows); printed lines above."""
 
     def __init__(self, ledger: Ledger, out: TextIO, expected: Mapping[str, float]) -> None:
         from rich.console import Console as Terminal
@@ -156,10 +157,11 @@ class Live:
         self.terminal.print(Text(text))
 
     def changed(self, stage: str, entry: Entry) -> None:
-        pass  # drawn from the ledger at the next refresh
+        self.live.refresh()
 
     def output(self, stage: str, line: str) -> None:
-        pass  # the log has it
+        if step_of(line):  # the ledger keeps it as the stage's step; the rest is in the log
+            self.live.refresh()
 
     def _render(self) -> Any:
         from rich.text import Text

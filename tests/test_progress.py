@@ -8,7 +8,7 @@ import io
 import time
 
 from rocmgraph.ledger import Entry, Final, Ledger, Status, step_of
-from rocmgraph.progress import Console, Lines, built_stages, summary
+from rocmgraph.progress import Console, Lines, Live, built_stages, summary
 
 
 def test_a_buildkit_step_is_shortened_to_what_it_runs() -> None:
@@ -74,6 +74,30 @@ def test_a_stage_that_builds_long_has_a_heartbeat_with_its_step() -> None:
         assert beat.startswith("still building vllm 1a2b3c4d5e6f: 0.")
         assert beat.endswith(" s, at [5/7] RUN pip wheel ./.")
     assert lines(out)[-1] == "built vllm 1a2b3c4d5e6f in 0.7 s"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_live_view_shows_a_step_that_ends_before_its_next_tick() -> None:
+    ledger, out = Ledger(), Terminal()
+    ledger.stages = 2
+    ledger.record("assemble", Entry(Status.REUSED))
+    view = Live(ledger, out, expected={})
+    ledger.watch(view)
+    ledger.start("manifest", "1a2b3c4d5e6f", expected=None)
+    ledger.saw("manifest", "#5 [2/3] RUN python3 /tmp/smoke.py")
+    ledger.saw("manifest", "#5 0.21 every pin holds")
+    ledger.saw("manifest", "#6 [3/3] RUN python3 /tmp/manifest.py")
+    ledger.unwatch(view)
+    view.close()
+    screen = out.getvalue()
+    assert "[1/2] stages, 1 running" in screen
+    assert "[2/3] RUN python3 /tmp/smoke.py" in screen
+    assert "[3/3] RUN python3 /tmp/manifest.py" in screen
+    assert "every pin holds" not in screen  # a step's output is the log's
 
 
 def test_the_summary_is_a_table_then_the_image() -> None:

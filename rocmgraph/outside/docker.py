@@ -37,6 +37,11 @@ DOCKER_ENV = "VERL_GRAPH_DOCKER"
 NETWORK_ENV = "VERL_GRAPH_NETWORK"
 TAIL = 30  # lines of a failed build's output its error shows
 _PRINT = threading.Lock()  # stages building at once (-n 2) print whole lines
+# BuildKit gives up on a step with this when builds that share it ask for it at the same
+# moment on a busy machine (moby/buildkit#990, #1822): a race in its own bookkeeping, not
+# the Dockerfile's fault, and the same build passes when run again. Seen here in one of
+# three cold builds of the demo with all its source stages in one solve.
+ENGINE_RACE = "flightcontrol: exceeded retry timeout"
 
 
 @dataclass(frozen=True)
@@ -368,6 +373,9 @@ class DockerEngine:
             on_line(f"$ {where}{' '.join(argv)}")
             env = {**self._environ(), "DOCKER_BUILDKIT": "1"}
             returncode = proc.stream(argv, on_line, env=env)
+            if returncode != 0 and any(ENGINE_RACE in line for line in tail):
+                on_line(f"retrying once: BuildKit lost a race between builds ({ENGINE_RACE})")
+                returncode = proc.stream(argv, on_line, env=env)
             self._forget()
             if returncode != 0:
                 raise BuildFailed(job.stage, returncode, list(tail), log_path)

@@ -1,0 +1,87 @@
+"""A build on the docker client that fails: retried once when BuildKit lost a race of its
+own, never otherwise. (The runner is patched to play BuildKit's lines, as a real cold build
+printed them; builds on a real engine are in test_e2e.)"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocmgraph.engine import BuildJob
+from rocmgraph.errors import BuildFailed
+from rocmgraph.outside import proc
+from rocmgraph.outside.docker import Client, DockerEngine
+
+RACE = [
+    "#5 [causal_conv1d_build 2/4] COPY src/causal_conv1d /src/causal_conv1d",
+    "#5 ERROR: flightcontrol: exceeded retry timeout",
+    "failed to compute cache key: flightcontrol: exceeded retry timeout",
+]
+BROKEN = ["#7 [vllm_build 3/4] RUN pip wheel .", "#7 ERROR: executor failed: exit code: 1"]
+PASSED = ["#5 [causal_conv1d_build 2/4] COPY src/causal_conv1d /src/causal_conv1d", "#5 DONE 0.1s"]
+
+
+class Played:
+    """Each build prints the next of ``runs`` (its lines, its exit status)."""
+
+    def __init__(self, runs: list[tuple[list[str], int]]) -> None:
+        self.runs, self.argvs = runs, list[list[str]]()
+
+    def stream(self, argv: Sequence[str], on_line: Callable[[str], None], **kw: Any) -> int:
+        self.argvs.append(list(argv))
+        lines, code = self.runs[len(self.argvs) - 1]
+        for line in lines:
+            on_line(line)
+        return code
+
+
+def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, played: Played) -> Path:
+    monkeypatch.setattr(proc, "stream", played.stream)
+    client = Client("/usr/bin/docker", "20.10.24", buildx=False)
+    engine = DockerEngine(client, tmp_path / "logs", out=io.StringIO())
+    engine.build(BuildJob(stage="causal_conv1d", ref="ns/causal_conv1d:" + "c" * 64,
+                          context=tmp_path))  # fmt: skip
+    return tmp_path / "logs" / "causal_conv1d-cccccccccccc.log"
+
+
+def test_a_build_that_lost_buildkits_race_runs_once_more_and_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    played = Played([(RACE, 1), (PASSED, 0)])
+    log = build(tmp_path, monkeypatch, played).read_text().splitlines()
+    assert len(played.argvs) == 2
+    assert played.argvs[0] == played.argvs[1]  # the same build, the same way
+    assert log[1:] == [
+        *RACE,
+        "retrying once: BuildKit lost a race between builds "
+        "(flightcontrol: exceeded retry timeout)",
+        *PASSED,
+    ]
+
+
+def test_a_race_lost_twice_fails_with_both_tries_in_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    played = Played([(RACE, 1), (RACE, 1)])
+    with pytest.raises(BuildFailed) as failed:
+        build(tmp_path, monkeypatch, played)
+    assert len(played.argvs) == 2
+    assert str(failed.value).splitlines()[-3:] == [
+        "  #5 ERROR: flightcontrol: exceeded retry timeout",
+        "  failed to compute cache key: flightcontrol: exceeded retry timeout",
+        f"full log: {tmp_path / 'logs' / 'causal_conv1d-cccccccccccc.log'}",
+    ]
+    assert "  retrying once: BuildKit lost a race between builds" in str(failed.value)
+
+
+def test_a_build_that_failed_on_its_own_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    played = Played([(BROKEN, 1), (PASSED, 0)])
+    with pytest.raises(BuildFailed, match=r"stage causal_conv1d: docker build failed \(exit 1\)"):
+        build(tmp_path, monkeypatch, played)
+    assert len(played.argvs) == 1

@@ -256,6 +256,8 @@ def build_stages(
             held.enter_context(statelock.held(lock, me, run.options.wait))
         if todo:
             engine.refresh()  # another run may have built some since this one looked
+            # Asked again together: the stages to build and the parents they take.
+            engine.image_ids([run.ref(n) for n in run.graph.order if n in _with_parents(run, todo)])
         left = [name for name in todo if not is_built(run, engine, name)]
         sealed = {name for name in left if run.sealed(name)}
         for wave in solve.waves(run.graph, left, sealed):
@@ -264,6 +266,10 @@ def build_stages(
     if first is not None:
         raise first
     return builds.built
+
+
+def _with_parents(run: Run, names: Sequence[str]) -> set[str]:
+    return {*names, *(parent for name in names for parent in run.graph[name].parents)}
 
 
 def to_build(run: Run, engine: Engine, outside: Outside, names: Sequence[str]) -> list[str]:

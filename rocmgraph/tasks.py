@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -795,7 +795,7 @@ class Tasks:
                 expected[name] = seconds
         LEDGER.stages = len(run.graph.order)
         refs = {name: run.ref(name) for name in run.graph.order}
-        CONSOLE.begin(run.options.progress, expected, refs, _sizes(outside))
+        CONSOLE.begin(run.options.progress, expected, refs, _sizes(outside, refs.values()))
 
     @contextlib.contextmanager
     def _engine_for(self, run: Run, outside: Outside, stage: str) -> Iterator[tuple[Engine, str]]:
@@ -878,11 +878,17 @@ def _final(run: Run) -> Final:
     )
 
 
-def _sizes(outside: Outside) -> progress.Sizes:
-    """An image's size on the local engine, or None (not there, or no engine answers)."""
+def _sizes(outside: Outside, refs: Collection[str]) -> progress.Sizes:
+    """An image's size on the local engine, or None (not there, or no engine answers). The
+    first question asks about every stage's image at once: the summary shows them all."""
+    asked = False
 
     def size(ref: str) -> int | None:
+        nonlocal asked
         try:
+            if not asked:
+                asked = True
+                outside.engine.image_ids([*refs, ref])
             return outside.docker.size(ref) if outside.engine.image_exists(ref) else None
         except GraphToolError:
             return None

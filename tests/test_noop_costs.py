@@ -13,6 +13,7 @@ from conftest import need_docker
 
 import stages
 from rocmgraph import recipe
+from rocmgraph.errors import GraphToolError
 from rocmgraph.outside import dockerapi
 from rocmgraph.outside.docker import Client, DockerEngine, remembered_client
 from rocmgraph.run import Options, Run
@@ -151,6 +152,37 @@ def test_images_asked_together_answer_as_one_by_one(tmp_path: Path) -> None:
     by_cli._socket = None
     assert by_socket.image_ids(refs) == by_cli.image_ids(refs)
     assert set(by_socket._inspected) == set(refs)  # kept: image_id asks no more
+
+
+@pytest.mark.docker
+def test_a_tag_over_the_socket_is_the_clis_and_a_missing_image_gets_the_clis_words(
+    tmp_path: Path,
+) -> None:
+    need_docker()
+    image = docker_cli("image", "ls", "--format", "{{.ID}}").split()[0]
+    by_socket, by_cli = DockerEngine.connect(tmp_path), DockerEngine.connect(tmp_path)
+    by_socket.client = Client("/nonexistent/docker", "20.10.24", buildx=False)  # socket alone
+    by_cli._socket = None
+
+    def image_of(ref: str) -> str:
+        return docker_cli("image", "inspect", "--format", "{{.Id}}", ref).strip()
+
+    # As the CLI reads a name: no tag is latest, a registry's port is no tag.
+    aliases = [
+        (by_socket, "verl-tagtest/socket:one", "verl-tagtest/socket:one"),
+        (by_cli, "verl-tagtest/cli:one", "verl-tagtest/cli:one"),
+        (by_socket, "verl-tagtest/socket", "verl-tagtest/socket:latest"),
+        (by_socket, "127.0.0.1:5999/verl-tagtest/port", "127.0.0.1:5999/verl-tagtest/port:latest"),
+    ]
+    try:
+        for engine, alias, tagged in aliases:
+            engine.tag(image, alias)
+            assert image_of(tagged) == image_of(image)
+        with pytest.raises(GraphToolError, match="No such image: verl-nothing/here:0123"):
+            DockerEngine.connect(tmp_path).tag("verl-nothing/here:0123", "verl-tagtest/x:two")
+    finally:
+        subprocess.run(["/usr/bin/docker", "image", "rm", *[tag for _, _, tag in aliases]],
+                       capture_output=True, check=False)  # fmt: skip
 
 
 # ------------------------------------------------------------ compiled templates

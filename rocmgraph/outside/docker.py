@@ -302,7 +302,12 @@ class DockerEngine:
     # ------------------------------------------------------------ changes
 
     def tag(self, ref: str, alias: str) -> None:
-        self._docker("tag", ref, alias)
+        with contextlib.suppress(dockerapi.NoAnswer):
+            if self._socket is not None:
+                dockerapi.tag(self._socket, ref, alias)
+                self._forget()
+                return
+        self._docker("tag", ref, alias)  # the CLI, which also words what is wrong
         self._forget()
 
     def import_rootfs(self, tarball: Path, ref: str, changes: list[str]) -> None:

@@ -33,6 +33,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from rocmgraph import dockerfile_audit, dockerfile_syntax, pipargs
 from rocmgraph.dockerfile_audit import Kind, Reading
+from rocmgraph.engine import familiar
 from rocmgraph.errors import CompareError, shown
 from rocmgraph.expand import expand
 from rocmgraph.layout import DOCKER, ROOT
@@ -605,8 +606,8 @@ class _Graph:
 
 
 def _image_name(image: str) -> str:
-    """``docker.io/library/ubuntu:22.04`` and ``ubuntu:22.04`` name the same image."""
-    return image.removeprefix("docker.io/").removeprefix("library/").split("@", 1)[0]
+    """``docker.io/library/ubuntu:22.04@sha256:...`` and ``ubuntu:22.04`` name one image."""
+    return familiar(image.split("@", 1)[0])
 
 
 def _rendered_env(run: Run) -> dict[str, tuple[str, str]]:

@@ -109,3 +109,12 @@ class Deferred:
 
     def untag(self, ref: str) -> None:
         self._engine.untag(ref)
+
+
+def familiar(ref: str) -> str:
+    """``ref`` as `docker image ls` prints it: Docker Hub's host left out, and its
+    ``library/`` namespace (docker.io/library/x:1 is x:1, docker.io/amd/x:1 is amd/x:1)."""
+    name = ref.removeprefix("index.docker.io/").removeprefix("docker.io/")
+    if name.startswith("library/") and "/" not in name.removeprefix("library/"):
+        return name.removeprefix("library/")
+    return name

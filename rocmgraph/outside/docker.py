@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph.engine import BuildJob
+from rocmgraph.engine import BuildJob, familiar
 from rocmgraph.errors import BuildFailed, EngineError, GraphToolError
 from rocmgraph.fsutil import atomic_write_text
 from rocmgraph.inimage import manifest
@@ -458,12 +458,3 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except FileNotFoundError:  # another run removed it meanwhile
         return 0.0
-
-
-def familiar(ref: str) -> str:
-    """``ref`` as `docker image ls` prints it: Docker Hub's host left out, and its
-    ``library/`` namespace (docker.io/library/x:1 is x:1, docker.io/amd/x:1 is amd/x:1)."""
-    name = ref.removeprefix("index.docker.io/").removeprefix("docker.io/")
-    if name.startswith("library/") and "/" not in name.removeprefix("library/"):
-        return name.removeprefix("library/")
-    return name

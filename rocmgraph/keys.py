@@ -136,8 +136,9 @@ def recipe_files(stage: Stage, pins: Pins) -> list[str]:
     for name in stage.files:
         if not (ROOT / name).is_file():
             raise GraphError(f"stage {stage.name!r} copies {name!r}, which does not exist")
+    reads = reads_of(stage, pins)
     for leaf in pins.leaves():
-        if leaf.kind is not kinds.REPO_FILE or not is_under(leaf.path, reads_of(stage, pins)):
+        if leaf.kind is not kinds.REPO_FILE or not is_under(leaf.path, reads):
             continue
         names = leaf.value if isinstance(leaf.value, tuple) else (str(leaf.value),)
         for name in names:
@@ -212,6 +213,13 @@ def compute(
         inputs = stage_inputs(stage, pins, archs, parent_keys, variables, closure=closure)
         keys[stage.name] = StageKey(stage.name, digest(canonical(inputs)), inputs)
     return keys
+
+
+def closure_keys(graph: Graph, pins: Pins, archs: tuple[str, ...]) -> dict[str, StageKey]:
+    """Each stage's key built with the network, every command-line variable at its default:
+    the key its closure is locked under. A variable (commit_tag) is a build argument: it
+    changes nothing a build fetches, and a release tag needs no lock of its own."""
+    return compute(graph, pins, archs)
 
 
 def _jsonable(value: Value) -> Json:

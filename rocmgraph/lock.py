@@ -285,7 +285,7 @@ def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
     current = {
         (stage, key.key)
         for arch_set in archs
-        for stage, key in keys_.compute(run.graph, run.pins, arch_set).items()  # as closure_keys
+        for stage, key in keys_.closure_keys(run.graph, run.pins, arch_set).items()
     }
     kept = {entry: found[entry] for entry in found if entry in current}
     closure.save(closure.LockFile(path, kept))

@@ -100,13 +100,12 @@ class Run:
 
     @functools.cached_property
     def closure_keys(self) -> dict[str, StageKey]:
-        """Each stage's key built with the network, the command-line variables at their
-        defaults: what its closure is locked for. A variable (commit_tag) is a build
-        argument: it changes nothing a build fetches, and a release tag needs no lock."""
+        """keys.closure_keys of this run's archs: the open keys when every command-line
+        variable is at its default, as it mostly is (and then from the kept keys)."""
         defaults = {name: default for stage in self.graph for name, default in stage.variables}
         if all(self.variables.get(name, default) == default for name, default in defaults.items()):
             return self.open_keys
-        return self._compute(variables=defaults)
+        return keys_.closure_keys(self.graph, self.pins, self.archs)
 
     def _compute(
         self, closures: dict[str, str] | None = None, variables: dict[str, str] | None = None

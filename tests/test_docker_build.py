@@ -1,6 +1,6 @@
-"""A build on the docker client that fails: retried once when BuildKit lost a race of its
-own, never otherwise. (The runner is patched to play BuildKit's lines, as a real cold build
-printed them; builds on a real engine are in test_e2e.)"""
+"""A build on the docker client that fails: run once more when BuildKit lost a race of its
+own (and said so on stderr), never otherwise. (The runner is patched to play BuildKit's
+lines as a real cold build printed them; builds on a real engine are in test_e2e.)"""
 
 from __future__ import annotations
 
@@ -49,10 +49,14 @@ def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, played: Played) -> Pa
 
 
 def test_a_build_that_lost_buildkits_race_runs_once_more_and_passes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     played = Played([(RACE, 1), (PASSED, 0)])
     log = build(tmp_path, monkeypatch, played).read_text().splitlines()
+    assert capsys.readouterr().err == (
+        "warning: stage causal_conv1d: BuildKit lost a race between builds "
+        "(flightcontrol: exceeded retry timeout); building it once more\n"
+    )
     assert len(played.argvs) == 2
     assert played.argvs[0] == played.argvs[1]  # the same build, the same way
     assert log[1:] == [
@@ -79,9 +83,10 @@ def test_a_race_lost_twice_fails_with_both_tries_in_its_lines(
 
 
 def test_a_build_that_failed_on_its_own_is_not_run_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     played = Played([(BROKEN, 1), (PASSED, 0)])
     with pytest.raises(BuildFailed, match=r"stage causal_conv1d: docker build failed \(exit 1\)"):
         build(tmp_path, monkeypatch, played)
     assert len(played.argvs) == 1
+    assert capsys.readouterr().err == ""

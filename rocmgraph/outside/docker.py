@@ -379,7 +379,10 @@ class DockerEngine:
             env = {**self._environ(), "DOCKER_BUILDKIT": "1"}
             returncode = proc.stream(argv, on_line, env=env)
             if returncode != 0 and any(ENGINE_RACE in line for line in tail):
-                on_line(f"retrying once: BuildKit lost a race between builds ({ENGINE_RACE})")
+                retry = f"BuildKit lost a race between builds ({ENGINE_RACE})"
+                on_line(f"retrying once: {retry}")
+                print(f"warning: stage {job.stage}: {retry}; building it once more",
+                      file=sys.stderr, flush=True)  # fmt: skip
                 returncode = proc.stream(argv, on_line, env=env)
             self._forget()
             if returncode != 0:

@@ -26,6 +26,8 @@ from pathlib import Path
 from rocmgraph.errors import GraphToolError
 
 POLL = 0.2  # seconds between two tries of a lock another run holds
+UNSAID = "another build (it has not said which yet)"
+UNSAID_GRACE = 1.0  # seconds a waiter gives a new holder to say who it is
 
 # When this run started: the lock's holder says so to the runs that wait for it.
 STARTED = time.time()
@@ -63,20 +65,23 @@ def held(path: Path, me: Holder, wait: float | None = None) -> Iterator[bool]:
     takes); past it, Busy names the holder. Waiting is said once, on stderr.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = None if wait is None else time.monotonic() + wait
-    waited = False
+    started = time.monotonic()
+    deadline = None if wait is None else started + wait
+    waited = told = False
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            other = _holder(fd)
+            said = _holder(fd)
             os.close(fd)
+            waited, other = True, said or UNSAID
             if deadline is not None and time.monotonic() >= deadline:
                 raise Busy(_busy(other, wait or 0.0)) from None
-            if not waited:
+            # A holder writes who it is just after it takes the lock: a moment to let it.
+            if not told and (said or time.monotonic() - started >= UNSAID_GRACE):
                 print(f"waiting for {other}", file=sys.stderr, flush=True)
-                waited = True
+                told = True
             time.sleep(POLL)
             continue
         if _same_file(fd, path):
@@ -103,13 +108,13 @@ def _same_file(fd: int, path: Path) -> bool:
     return (mine.st_dev, mine.st_ino) == (on_disk.st_dev, on_disk.st_ino)
 
 
-def _holder(fd: int) -> str:
-    """Who holds the lock open as ``fd``, as its holder wrote it."""
+def _holder(fd: int) -> str | None:
+    """Who holds the lock open as ``fd``, as its holder wrote it; None before it has."""
     try:
         data = json.loads(os.pread(fd, 4096, 0) or b"null")
         return Holder(**data).describe()
     except (OSError, ValueError, TypeError):  # not written yet, or by another version
-        return "another build (it has not said which yet)"
+        return None
 
 
 def _busy(other: str, wait: float) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import json
 import os
 import re
 import signal
@@ -89,6 +92,39 @@ def test_a_waiting_run_says_for_whom_once_and_holds_the_lock_when_it_is_let_go(
     other.communicate()
     err = capsys.readouterr().err
     assert re.fullmatch(f"waiting for {WHO.format(pid=other.pid)}\n", err), err
+
+
+def test_a_holder_that_has_not_said_who_it_is_yet_gets_a_moment_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The window between a holder's lock and its name: a waiter that came in it names the
+    holder once written; one that never is, after UNSAID_GRACE, as unsaid."""
+    lock = tmp_path / "vllm-1a2b3c4d5e6f"
+    for says in (True, False):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # locked, nothing written yet
+
+        def holder_goes_on(fd: int = fd, says: bool = says) -> None:
+            try:
+                time.sleep(0.3)
+                if says:
+                    os.pwrite(fd, json.dumps(dataclasses.asdict(statelock.Holder.me(
+                        "gfx942", "builds vllm 1a2b3c4d5e6f"))).encode(), 0)  # fmt: skip
+                time.sleep(1.5)  # past the waiter's UNSAID_GRACE
+            finally:
+                lock.unlink()
+                os.close(fd)
+
+        thread = threading.Thread(target=holder_goes_on)
+        thread.start()
+        with statelock.held(lock, me()) as waited:
+            assert waited
+        thread.join()
+        err = capsys.readouterr().err
+        if says:
+            assert re.fullmatch(f"waiting for {WHO.format(pid=os.getpid())}\n", err), err
+        else:
+            assert err == "waiting for another build (it has not said which yet)\n"
 
 
 def test_a_killed_holder_lets_go_at_once(tmp_path: Path) -> None:

@@ -16,6 +16,11 @@ for the linear recipe) and the final image's size. Then the bytes the gfx942 and
 images share (layers below the first that differs), and the build-hours the same log
 would cost on the real image (pins.toml), modelled from docker/durations.toml.
 
+Each change also gets the CPU seconds the engine's daemon spent on it (dockerd, with
+BuildKit in it: solving, copying, hashing and exporting layers; not the steps' own
+processes): the work a way asks of the engine, which this 2-core machine's wall clock
+blurs. Left out where no single dockerd of this machine can be read.
+
     python3 benchmarks/changelog.py [--json rows.json] [--only graph,monolith,linear]
                                     [--rounds N]
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import statistics
@@ -114,6 +120,26 @@ def forget_everything() -> None:
     if ours:
         docker("image", "rm", "--force", *ours)
     docker("builder", "prune", "--all", "--force")
+
+
+def engine_cpu() -> float | None:
+    """The CPU seconds the one dockerd of this machine has used so far (user and system);
+    None when there is not exactly one, or its /proc entry cannot be read."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "dockerd":
+                found.append(entry)
+        except OSError:
+            continue  # a process that ended while we looked
+    if len(found) != 1:
+        return None
+    try:
+        # after the command's ")": state is field 3, utime field 14, stime field 15 (proc(5))
+        fields = (found[0] / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def image_bytes(ref: str) -> int:
@@ -354,14 +380,18 @@ def replay(
                     pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in step.pins.items()])
                 if step.edit_patch:
                     edit_patch(ROOT / EDITED)
+                cpu = engine_cpu()
                 if way == "graph":
                     seconds, count, ref = graph_build(pins, step.arch)
                 else:
                     seconds, count, ref = file_build(way, pins, step.arch, work)
+                spent = engine_cpu()
                 finals[step.arch] = ref
                 rows.append(
                     {"seconds": round(seconds, 1), "stages": count, "image_bytes": image_bytes(ref)}
                 )
+                if cpu is not None and spent is not None:
+                    rows[-1]["engine_cpu_seconds"] = round(spent - cpu, 1)
                 print(f"{way}: {step.name}: {seconds:.1f} s, {count}", file=sys.stderr)
             return rows, shared_bytes(finals["gfx942"], finals["gfx950"])
         finally:
@@ -373,7 +403,14 @@ def median_rows(replays: list[list[dict[str, float | int]]]) -> list[dict[str, f
     """One row per change: the median of its times over the replays, and what the first
     replay rebuilt and made (the same in each: the keys and the cache decide it)."""
     return [
-        {**rows[0], "seconds": round(statistics.median(float(r["seconds"]) for r in rows), 1)}
+        {
+            **rows[0],
+            **{
+                figure: round(statistics.median(float(r[figure]) for r in rows), 1)
+                for figure in ("seconds", "engine_cpu_seconds")
+                if all(figure in r for r in rows)
+            },
+        }
         for rows in zip(*replays, strict=True)
     ]
 
@@ -408,6 +445,12 @@ def report(
         "n/a" if shared.get(way) is None else f"{(shared[way] or 0) / 1e6:.0f} MB" for way in ways
     )
     print(f"| bytes the gfx942 and gfx950 images share | {both} |")
+    for label, rows in (("the cold build", slice(0, 1)), ("the log after it", slice(2, None))):
+        spent = [[r.get("engine_cpu_seconds") for r in results[way][rows]] for way in ways]
+        cells = " | ".join(
+            "n/a" if None in cpu else f"{sum(float(c or 0) for c in cpu):.1f} s" for cpu in spent
+        )
+        print(f"| engine CPU, {label} | {cells} |")
     print()
     # graph_kernel: the same, with an SGLang bump that changes sgl-kernel/ too
     print("| change (real image, modelled) | graph and monolith | the bump changes sgl-kernel/ "

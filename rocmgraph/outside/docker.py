@@ -302,12 +302,14 @@ class DockerEngine:
     # ------------------------------------------------------------ changes
 
     def tag(self, ref: str, alias: str) -> None:
-        with contextlib.suppress(dockerapi.NoAnswer):
-            if self._socket is not None:
-                dockerapi.tag(self._socket, ref, alias)
-                self._forget()
-                return
-        self._docker("tag", ref, alias)  # the CLI, which also words what is wrong
+        """``docker tag``: over the socket, else the CLI (whose error words what is wrong,
+        such as a missing image)."""
+        try:
+            if self._socket is None:
+                raise dockerapi.NoAnswer("no local socket")
+            dockerapi.tag(self._socket, ref, alias)
+        except dockerapi.NoAnswer:
+            self._docker("tag", ref, alias)
         self._forget()
 
     def import_rootfs(self, tarball: Path, ref: str, changes: list[str]) -> None:

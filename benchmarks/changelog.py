@@ -2,15 +2,20 @@
 
 The log: a cold build, a no-op, a vLLM bump, an SGLang bump, a verl bump, a Python
 package version, an ENV value, a patch edit, an arch switch (gfx942 -> gfx950), each
-on top of the one before. Three ways to build the same pins:
+on top of the one before. Four ways to build the same pins:
 
 - graph: `doit -n 2 build:image` on the demo's pins, content keys and stage images;
 - monolith: the graph rendered as one multi-stage Dockerfile (rocmgraph/monolith.py),
   plain `docker build` and BuildKit's layer cache, from the same pre-fetched context;
+- squashed: the same file with slim squashed as the graph squashes it, so it makes the
+  graph's image (the monolith leaves the removed trees in the layers below: a bigger one).
+  Its squashed stage ends with the configuration of the image it squashes, which a
+  Dockerfile's author writes by hand: read from that image, built once before the log;
 - linear: one FROM, every step after the one before, in verl's order
   (rocmgraph/linear.py): the shape verl ships, with BuildKit's layer cache.
 
-Each way starts from an empty BuildKit cache and no images of its own. For each change
+Each way starts from an empty BuildKit cache and no images of its own (the squashed
+way's one build before the log is not timed, and forgotten before it starts). For each change
 it prints the seconds, what was rebuilt (stages for the graph and the monolith, steps
 for the linear recipe) and the final image's size. Then the bytes the gfx942 and gfx950
 images share (layers below the first that differs), and the build-hours the same log
@@ -21,7 +26,7 @@ BuildKit in it: solving, copying, hashing and exporting layers; not the steps' o
 processes): the work a way asks of the engine, which this 2-core machine's wall clock
 blurs. Left out where no single dockerd of this machine can be read.
 
-    python3 benchmarks/changelog.py [--json rows.json] [--only graph,monolith,linear]
+    python3 benchmarks/changelog.py [--json rows.json] [--only graph,monolith,squashed,linear]
                                     [--rounds N]
 
 ``--rounds N`` replays each way N times, the order of the ways reversed every other round
@@ -48,7 +53,7 @@ from pathlib import Path
 import usershell
 
 import stages
-from rocmgraph import estimate, linear, monolith, pinsedit, progress
+from rocmgraph import estimate, imageconfig, linear, monolith, pinsedit, progress
 from rocmgraph import pins as pins_module
 from rocmgraph.build import private_files, secret_texts
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
@@ -60,7 +65,7 @@ from rocmgraph.run import Options, Run
 
 NAMESPACE = "verl-bench"
 DOCKER = "/usr/bin/docker"
-WAYS = ("graph", "monolith", "linear")
+WAYS = ("graph", "monolith", "squashed", "linear")
 PATCH = "docker/patches/sglang/0001-layernorm-in-place-fused-add-rms-norm.patch"
 SCRATCH = ROOT / ".build" / "benchmark"  # the edited patch lives here: pins name repo paths
 EDITED = ".build/benchmark/0001-layernorm-in-place-fused-add-rms-norm.patch"
@@ -188,14 +193,19 @@ def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
     return elapsed, len(progress.built_stages(result.stdout)), f"{NAMESPACE}:{arch}"
 
 
-def file_build(way: str, pins: Path, arch: str, work: Path) -> tuple[float, int, str]:
-    """The monolith or the linear recipe, built by plain BuildKit from one context."""
+def file_build(
+    way: str, pins: Path, arch: str, work: Path, configs: dict[str, list[str]] | None = None
+) -> tuple[float, int, str]:
+    """The monolith, the squashed monolith (``configs``: what each squashed stage ends with)
+    or the linear recipe, built by plain BuildKit from one context."""
     started = time.monotonic()
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     outside = Outside(logs=work / "logs", network="host")
     context = monolith.prepare(run, outside.engine, outside, work / "context")
     if way == "linear":
         (context / "Dockerfile").write_text(linear.dockerfile(run), encoding="utf-8")
+    if way == "squashed":
+        (context / "Dockerfile").write_text(monolith.dockerfile(run, configs), encoding="utf-8")
     ref = f"{NAMESPACE}-{way}:{arch}"
     secrets = private_files(secret_texts(run, run.pins.python.index), work / "secrets")
     with (work / f"{way}.out").open("w") as out, secrets as files:
@@ -204,8 +214,34 @@ def file_build(way: str, pins: Path, arch: str, work: Path) -> tuple[float, int,
         engine.build(BuildJob(stage=way, ref=ref, context=context, secrets=files))
     elapsed = time.monotonic() - started
     log = (work / "logs" / f"{way}.log").read_text()
-    counted = executed_steps(log) if way == "linear" else executed_stages(log)
-    return elapsed, counted, ref
+    if way == "linear":
+        return elapsed, executed_steps(log), ref
+    # a squashed stage is two BuildKit stages (what it squashes, and the squash): one here
+    owned = monolith.owners(monolith.stage_texts(run, squash=way == "squashed", configs=configs))
+    return elapsed, executed_stages(log, owned), ref
+
+
+def squash_configs(pins: Path, arch: str, work: Path) -> dict[str, list[str]]:
+    """What each squashed stage of the squashed monolith ends with: the configuration of the
+    image it squashes (less its build-only variables), read from that image, built from the
+    plain monolith. The log changes no stage that a squashed stage is built on."""
+    run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
+    outside = Outside(logs=work / "logs", network="host")
+    context = monolith.prepare(run, outside.engine, outside, work / "context")
+    secrets = private_files(secret_texts(run, run.pins.python.index), work / "secrets")
+    configs = {}
+    with (work / "configs.out").open("w") as out, secrets as files:
+        engine = outside.docker
+        engine.out = out
+        for stage in run.graph:
+            if stage.squash:
+                parent = stage.parents[0]
+                ref = f"{NAMESPACE}-configs/{parent}:{arch}"
+                engine.build(
+                    BuildJob(stage=parent, ref=ref, context=context, secrets=files, target=parent)
+                )
+                configs[stage.name] = imageconfig.lines(engine.config(ref), stage.drop_env)
+    return configs
 
 
 def _steps(log: str) -> tuple[dict[str, str], set[str]]:
@@ -224,9 +260,10 @@ def _steps(log: str) -> tuple[dict[str, str], set[str]]:
     return stage_of, done - cached
 
 
-def executed_stages(log: str) -> int:
+def executed_stages(log: str, owners: dict[str, str] | None = None) -> int:
+    """The stages that ran a step; ``owners`` maps a BuildKit stage to the stage it is of."""
     stage_of, ran = _steps(log)
-    return len({stage_of[step] for step in ran if step in stage_of})
+    return len({(owners or {}).get(stage_of[s], stage_of[s]) for s in ran if s in stage_of})
 
 
 def executed_steps(log: str) -> int:
@@ -375,6 +412,10 @@ def replay(
         demo = Demo(stages.graph())
         demo.start(Outside(logs=work / "logs", network="host"))
         try:
+            configs = None
+            if way == "squashed":  # built before the log, then forgotten: not timed
+                configs = squash_configs(pins, log[0].arch, work)
+                forget_everything()
             for step in log:
                 if step.pins:
                     pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in step.pins.items()])
@@ -384,7 +425,7 @@ def replay(
                 if way == "graph":
                     seconds, count, ref = graph_build(pins, step.arch)
                 else:
-                    seconds, count, ref = file_build(way, pins, step.arch, work)
+                    seconds, count, ref = file_build(way, pins, step.arch, work, configs)
                 spent = engine_cpu()
                 finals[step.arch] = ref
                 rows.append(

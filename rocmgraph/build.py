@@ -497,12 +497,10 @@ def solve_recipe(
     parts = monolith.stage_texts(
         run, wave, images=images, squash=True, configs=configs, sealed=sealed
     )
-    owners = {alias: name for name, text in parts.items() for alias in _AS.findall(text)}
     header = f"# One solve of {', '.join(wave)}, as rocmgraph renders it for this build.\n"
-    return "\n".join([header, *parts.values()]), owners
+    return "\n".join([header, *parts.values()]), monolith.owners(parts)
 
 
-_AS = re.compile(r"^FROM \S+ AS (\S+)$", re.MULTILINE)
 _SCRATCH = re.compile(r"^FROM scratch AS (\S+)$", re.MULTILINE)
 
 

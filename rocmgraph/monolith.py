@@ -21,6 +21,7 @@ from rocmgraph.run import Run
 
 _ARG = re.compile(r"^ARG ([A-Z0-9_]+)_IMAGE\n", re.MULTILINE)
 _FROM = re.compile(r"^FROM [^\n]*", re.MULTILINE)
+_AS = re.compile(r"^FROM \S+ AS (\S+)$", re.MULTILINE)
 
 
 HEADER = (
@@ -32,10 +33,19 @@ HEADER = (
 )
 
 
-def dockerfile(run: Run) -> str:
-    """Every stage, in build order, as one Dockerfile whose final stage is the image."""
+def dockerfile(run: Run, configs: Mapping[str, Sequence[str]] | None = None) -> str:
+    """Every stage, in build order, as one Dockerfile whose final stage is the image.
+    ``configs``: the squashed stages squash, as the graph builds them, each ending with the
+    configuration given (stage -> its lines); None: nothing squashes."""
     header = HEADER.format(pins=Path(run.pins.file).name, archs=",".join(run.archs))
-    return "\n".join([header, *stage_texts(run).values()])
+    parts = stage_texts(run, squash=configs is not None, configs=configs)
+    return "\n".join([header, *parts.values()])
+
+
+def owners(parts: Mapping[str, str]) -> dict[str, str]:
+    """Each named BuildKit stage of ``parts`` (``stage_texts``): the stage it is part of (a
+    squashed stage names the image it squashes too)."""
+    return {alias: name for name, text in parts.items() for alias in _AS.findall(text)}
 
 
 def stage_texts(

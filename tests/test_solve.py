@@ -9,6 +9,7 @@ from conftest import PINS
 from test_plan import SetEngine
 
 import stages
+from rocmgraph import monolith
 from rocmgraph.build import _SCRATCH, _Builds, solve_recipe
 from rocmgraph.errors import GraphToolError
 from rocmgraph.graph import Stage, make_graph
@@ -137,6 +138,24 @@ def test_a_solve_file_holds_its_stages_and_takes_the_rest_as_images() -> None:
     assert owners["slim_trimmed"] == owners["slim"] == "slim"
     assert owners["prune"] == "assemble"
     assert owners["manifest"] == "manifest"
+
+
+def test_the_whole_file_squashed_ends_the_squash_with_the_configuration_given() -> None:
+    """The benchmark's squashed monolith: one file, slim squashed as the graph squashes it;
+    without configurations, the plain monolith squashes nothing."""
+    run = Run(Options(pins=str(PINS), arch="gfx942"), GRAPH)
+    lines = ['ENV PATH="/opt/venv/bin:/usr/bin"', "WORKDIR /workspace"]
+    text = monolith.dockerfile(run, {"slim": lines})
+    froms = re.findall(r"^FROM .*$", text, re.MULTILINE)
+    assert "FROM wheels AS slim_trimmed" in froms
+    assert "FROM scratch AS slim" in froms
+    slim = text.split("FROM scratch AS slim", 1)[1].split("\nFROM ", 1)[0]
+    squashed = "COPY --from=slim_trimmed / /\n\n# The configuration of the image it squashes:\n"
+    assert slim.startswith("\n" + squashed + "\n".join(lines) + "\n\n")
+    assert "FROM scratch" not in monolith.dockerfile(run)
+    owners = monolith.owners(monolith.stage_texts(run, squash=True))
+    assert owners["slim_trimmed"] == owners["slim"] == "slim"
+    assert owners["pruning"] == owners["prune"] == "prune"
 
 
 class Layered(SetEngine):

@@ -6,9 +6,8 @@ The pruned trees (the prune stage's /kept) are copied over verl as one layer.
 The wheels are bind-mounted from the stage images, never copied, so they do
 not ship in a layer; a stage the base image provides has none. The tree of a
 source with a `workspace` is copied to <workdir>/<workspace>, where verl's
-recipe leaves its clones (/workspace/vllm, /workspace/sglang). The runtime
-environment (PYTORCH_ROCM_ARCH from the arch set, the pinned variables, the
-build variables a source keeps) and the pinned links are set here.
+recipe leaves its clones (/workspace/vllm, /workspace/sglang). The pinned links are
+set here; the runtime environment in the manifest stage.
 """
 
 from rocmgraph.graph import Stage
@@ -25,19 +24,11 @@ ARTIFACTS = {
     "vllm": ("vllm",),
 }
 # What it reads of each of their sources (not the trees: those are the stages' own).
-SOURCE_KNOBS = (
-    "install_deps",
-    "uninstall",
-    "workspace",
-    "keep_env",
-    "env",
-    "arch_env",
-    "arch_separator",
-)
+SOURCE_KNOBS = ("install_deps", "uninstall", "workspace")
 
 STAGE = Stage(
     name="assemble",
-    doc="verl, the pruned ROCm trees, the built vLLM, SGLang and kernels; the runtime env",
+    doc="verl, the pruned ROCm trees, the built vLLM, SGLang and kernels installed",
     parents=("verl", "prune", *ARTIFACTS),
     reads=(
         *(
@@ -48,7 +39,6 @@ STAGE = Stage(
         ),
         ("python", "vllm"),
         ("python", "sglang"),
-        ("env",),
         ("links",),
         ("cleanup",),
         ("base", "workdir"),

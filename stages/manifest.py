@@ -1,5 +1,9 @@
-"""manifest: the smoke check, /workspace/.manifest (env, pip list, dpkg -l, version,
-build.json) and labels.
+"""manifest: the runtime environment, the smoke check, /workspace/.manifest (env, pip
+list, dpkg -l, version, build.json) and labels.
+
+The runtime environment (PYTORCH_ROCM_ARCH from the arch set, the pinned variables, the
+build variables a source keeps) is set here, with the rest of the image's configuration,
+so that an edit of it rebuilds this stage alone.
 
 The smoke check (rocmgraph/inimage/smoke.py) fails the build unless every package the
 pins name is installed at its pinned version and imports, and the runtime
@@ -19,14 +23,17 @@ SOURCES = (
     "torch_memory_saver", "transformer_engine", "verl", "vllm",
 )  # fmt: skip
 
+# What it reads of each: what the smoke check finds, and the variables a source keeps.
+SOURCE_KNOBS = ("version", "dist", "keep_env", "env", "arch_env", "arch_separator")
+
 STAGE = Stage(
     name="manifest",
-    doc="checks the image against the pins, writes /workspace/.manifest, labels the image",
+    doc="the runtime env; checks the image against the pins, writes the manifest, labels",
     parents=("assemble",),
     reads=(
         ("image",),
         ("base", "workdir"),
-        *(("sources", source, knob) for source in SOURCES for knob in ("version", "dist")),
+        *(("sources", source, knob) for source in SOURCES for knob in SOURCE_KNOBS),
         ("wheels",),
         ("python", "stack"),
         ("python", "vllm"),

@@ -254,7 +254,7 @@ def test_the_order_of_a_list_changes_keys_exactly_when_the_list_is_ordered(
 def test_adding_an_entry_to_a_table_changes_exactly_its_readers(pins_text: str) -> None:
     before = all_keys(REAL)
     after = all_keys(pins.loads(edit_toml(pins_text, ["env", "NEW_VARIABLE"], "1")))
-    assert {n for n in before if before[n] != after[n]} == {"assemble", "manifest"}
+    assert {n for n in before if before[n] != after[n]} == {"manifest"}  # the last stage sets it
 
 
 def test_changing_the_arch_changes_only_arch_dependent_stages_and_descendants(
@@ -279,7 +279,7 @@ def test_images_of_the_source_archs_share_every_source_build() -> None:
     assert compiled == {"vllm", "sglang", "sgl_kernel", "causal_conv1d"}
     assert {name: mi300[name] for name in compiled} == {name: both[name] for name in compiled}
     # What the image targets stays its own: the pruned trees and PYTORCH_ROCM_ARCH.
-    assert 'ENV PYTORCH_ROCM_ARCH="gfx942"' in recipe.render(GRAPH["assemble"], REAL, SETS[1])
+    assert 'ENV PYTORCH_ROCM_ARCH="gfx942"' in recipe.render(GRAPH["manifest"], REAL, SETS[1])
     vllm = recipe.render(GRAPH["vllm"], REAL, SETS[1])
     assert 'PYTORCH_ROCM_ARCH="gfx942;gfx950"' in vllm
     # An arch outside them: its image compiles for its own.
@@ -362,7 +362,7 @@ def test_two_long_pin_names_cut_alike_in_a_message_are_two_inputs(pins_text: str
     assert format_path(("env", long + "B")) == format_path(("env", long + "C"))  # as said
     # (a value rendered into the Dockerfile moves the key anyway; one that is not would not)
     for loaded, last in ((one, "B"), (two, "C")):
-        read = keys.compute(GRAPH, loaded, ("gfx942",))["assemble"].inputs.pins
+        read = keys.compute(GRAPH, loaded, ("gfx942",))["manifest"].inputs.pins
         assert read[f"[env].{long}{last}"] == "1"
 
 
@@ -371,7 +371,7 @@ def test_two_long_pin_names_cut_alike_in_a_message_are_two_inputs(pins_text: str
     [
         (["sources", "vllm", "uninstall"], ["tilelang", "other"], {"assemble", "manifest"}),
         (["sources", "vllm", "install_deps"], False, {"assemble", "manifest"}),
-        (["sources", "causal_conv1d", "keep_env"], False, {"assemble", "manifest"}),
+        (["sources", "causal_conv1d", "keep_env"], False, {"manifest"}),  # the runtime env
         (["sources", "vllm", "branch"], "release", set()),
         (["sources", "vllm", "tag"], "v9.9.9", set()),
         (["sources", "vllm", "repo"], "https://github.com/fork/vllm", set()),

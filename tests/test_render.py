@@ -154,7 +154,7 @@ def test_sgl_kernel_builds_its_folder_with_its_rocm_files_and_sglang_its_python(
     assert "COPY src/torch_memory_saver /src/torch_memory_saver\n" in sglang
 
 
-def test_assemble_mounts_the_built_wheels_and_sets_the_runtime_environment() -> None:
+def test_assemble_mounts_the_built_wheels_and_manifest_sets_the_runtime_environment() -> None:
     text = render(GRAPH["assemble"], REAL, ("gfx950",))
     assert "--mount=type=bind,from=vllm,source=/dist,target=/dist/vllm" in text
     assert "from=aiter" not in text  # the base provides it: nothing to install
@@ -172,9 +172,12 @@ def test_assemble_mounts_the_built_wheels_and_sets_the_runtime_environment() -> 
         "COPY --from=sgl_kernel /src/sgl_kernel /workspace/sglang\n"
     ) in text
     assert ('ln -sfn "$SP/_rocm_sdk_core/share/amd_smi/amdsmi" "$SP/amdsmi" \\\n') in text
-    assert 'ENV PYTORCH_ROCM_ARCH="gfx950"\n' in text
-    assert 'ENV HIP_ARCHITECTURES="gfx950"\nENV MAMBA_FORCE_BUILD=TRUE\n' in text
-    assert "ENV PYTORCH_ALLOC_CONF=expandable_segments:True\n" in text
+    assert "ENV " not in text  # an ENV edit does not run the install above again
+    manifest = render(GRAPH["manifest"], REAL, ("gfx950",))
+    assert 'ENV PYTORCH_ROCM_ARCH="gfx950"\n' in manifest
+    assert 'ENV HIP_ARCHITECTURES="gfx950"\nENV MAMBA_FORCE_BUILD=TRUE\n' in manifest
+    assert "ENV PYTORCH_ALLOC_CONF=expandable_segments:True\n" in manifest
+    assert manifest.index("ENV PYTORCH_ROCM_ARCH=") < manifest.index("/tmp/smoke.py")  # checked
 
 
 def test_the_final_recipes_clean_up_check_and_keep_verls_layout() -> None:

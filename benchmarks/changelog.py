@@ -1,4 +1,4 @@
-"""Benchmark: a realistic change log replayed on the demo, three ways to build, side by side.
+"""Benchmark: a realistic change log replayed on the demo, four ways to build, side by side.
 
 The log: a cold build, a no-op, a vLLM bump, an SGLang bump, a verl bump, a Python
 package version, an ENV value, a patch edit, an arch switch (gfx942 -> gfx950), each
@@ -7,8 +7,9 @@ on top of the one before. Four ways to build the same pins:
 - graph: `doit -n 2 build:image` on the demo's pins, content keys and stage images;
 - monolith: the graph rendered as one multi-stage Dockerfile (rocmgraph/monolith.py),
   plain `docker build` and BuildKit's layer cache, from the same pre-fetched context;
-- squashed: the same file with slim squashed as the graph squashes it, so it makes the
-  graph's image (the monolith leaves the removed trees in the layers below: a bigger one).
+- squashed: the same file rendered as the graph renders its solves (slim squashed, prune's
+  and the source stages' images their /kept or /dist alone), so it makes the graph's image
+  (the monolith leaves the removed trees in the layers below: a bigger one).
   Its squashed stage ends with the configuration of the image it squashes, which a
   Dockerfile's author writes by hand: read from that image, built once before the log;
 - linear: one FROM, every step after the one before, in verl's order
@@ -176,7 +177,7 @@ def shared_bytes(first: str, second: str) -> int | None:
     return total
 
 
-# ------------------------------------------------------------ three ways to build
+# ------------------------------------------------------------ four ways to build
 
 
 def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
@@ -193,19 +194,34 @@ def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
     return elapsed, len(progress.built_stages(result.stdout)), f"{NAMESPACE}:{arch}"
 
 
+@dataclass(frozen=True)
+class Configs:
+    """What each squashed stage of the squashed monolith ends with (stage -> lines), read
+    from the images of the stages they squash, at these keys (stage -> key)."""
+
+    lines: dict[str, list[str]]
+    read_at: dict[str, str]
+
+
 def file_build(
-    way: str, pins: Path, arch: str, work: Path, configs: dict[str, list[str]] | None = None
+    way: str, pins: Path, arch: str, work: Path, configs: Configs | None = None
 ) -> tuple[float, int, str]:
     """The monolith, the squashed monolith (``configs``: what each squashed stage ends with)
     or the linear recipe, built by plain BuildKit from one context."""
     started = time.monotonic()
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
+    lines = None
+    if configs is not None:
+        moved = [name for name, key in configs.read_at.items() if run.keys[name].key != key]
+        if moved:  # the configuration read before the log would no longer be the image's
+            raise SystemExit(f"the log changed {', '.join(moved)}: read its configuration again")
+        lines = configs.lines
     outside = Outside(logs=work / "logs", network="host")
     context = monolith.prepare(run, outside.engine, outside, work / "context")
     if way == "linear":
         (context / "Dockerfile").write_text(linear.dockerfile(run), encoding="utf-8")
     if way == "squashed":
-        (context / "Dockerfile").write_text(monolith.dockerfile(run, configs), encoding="utf-8")
+        (context / "Dockerfile").write_text(monolith.dockerfile(run, lines), encoding="utf-8")
     ref = f"{NAMESPACE}-{way}:{arch}"
     secrets = private_files(secret_texts(run, run.pins.python.index), work / "secrets")
     with (work / f"{way}.out").open("w") as out, secrets as files:
@@ -217,19 +233,20 @@ def file_build(
     if way == "linear":
         return elapsed, executed_steps(log), ref
     # a squashed stage is two BuildKit stages (what it squashes, and the squash): one here
-    owned = monolith.owners(monolith.stage_texts(run, squash=way == "squashed", configs=configs))
+    owned = monolith.owners(monolith.stage_texts(run, squash=way == "squashed", configs=lines))
     return elapsed, executed_stages(log, owned), ref
 
 
-def squash_configs(pins: Path, arch: str, work: Path) -> dict[str, list[str]]:
+def squash_configs(pins: Path, arch: str, work: Path) -> Configs:
     """What each squashed stage of the squashed monolith ends with: the configuration of the
     image it squashes (less its build-only variables), read from that image, built from the
-    plain monolith. The log changes no stage that a squashed stage is built on."""
+    plain monolith. The log changes no stage that a squashed stage is built on (each build
+    checks it)."""
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     outside = Outside(logs=work / "logs", network="host")
     context = monolith.prepare(run, outside.engine, outside, work / "context")
     secrets = private_files(secret_texts(run, run.pins.python.index), work / "secrets")
-    configs = {}
+    configs = Configs(lines={}, read_at={})
     with (work / "configs.out").open("w") as out, secrets as files:
         engine = outside.docker
         engine.out = out
@@ -240,7 +257,8 @@ def squash_configs(pins: Path, arch: str, work: Path) -> dict[str, list[str]]:
                 engine.build(
                     BuildJob(stage=parent, ref=ref, context=context, secrets=files, target=parent)
                 )
-                configs[stage.name] = imageconfig.lines(engine.config(ref), stage.drop_env)
+                configs.lines[stage.name] = imageconfig.lines(engine.config(ref), stage.drop_env)
+                configs.read_at[parent] = run.keys[parent].key
     return configs
 
 
@@ -407,7 +425,7 @@ def replay(
         )
         shutil.copy(ROOT / PATCH, ROOT / EDITED)
         forget_everything()
-        # One world for the three ways: the demo's upstreams served here, from the start (the
+        # One world for the four ways: the demo's upstreams served here, from the start (the
         # graph's `profile=demo` would start them in every build; that is not the graph's cost).
         demo = Demo(stages.graph())
         demo.start(Outside(logs=work / "logs", network="host"))

@@ -13,6 +13,7 @@ from rocmgraph.dockerfile_syntax import parse
 from rocmgraph.errors import PinsError, RenderError
 from rocmgraph.graph import Stage
 from rocmgraph.recipe import render
+from rocmgraph.run import Options, Run
 
 GRAPH = stages.graph()
 REAL = pins.load(PINS)
@@ -178,6 +179,15 @@ def test_assemble_mounts_the_built_wheels_and_manifest_sets_the_runtime_environm
     assert 'ENV HIP_ARCHITECTURES="gfx950"\nENV MAMBA_FORCE_BUILD=TRUE\n' in manifest
     assert "ENV PYTORCH_ALLOC_CONF=expandable_segments:True\n" in manifest
     assert manifest.index("ENV PYTORCH_ROCM_ARCH=") < manifest.index("/tmp/smoke.py")  # checked
+
+
+def test_the_702_profile_keeps_transformer_engines_build_variables_in_the_manifest() -> None:
+    """Its keep_env: verl's 7.0.2 recipe sets them with ENV, so they stay in the image."""
+    run = Run(Options(pins=str(PINS.parent / "pins-rocm702.toml"), arch="gfx942"), GRAPH)
+    manifest = render(run.graph["manifest"], run.pins, ("gfx942",))
+    assert 'ENV GPU_ARCHS="gfx942"\n' in manifest
+    assert 'ENV NVTE_ROCM_ARCH="gfx942"\n' in manifest
+    assert "ENV " not in render(run.graph["assemble"], run.pins, ("gfx942",))
 
 
 def test_the_final_recipes_clean_up_check_and_keep_verls_layout() -> None:

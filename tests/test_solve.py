@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from conftest import PINS
 from test_plan import SetEngine
 
@@ -153,6 +154,8 @@ def test_the_whole_file_squashed_ends_the_squash_with_the_configuration_given() 
     squashed = "COPY --from=slim_trimmed / /\n\n# The configuration of the image it squashes:\n"
     assert slim.startswith("\n" + squashed + "\n".join(lines) + "\n\n")
     assert "FROM scratch" not in monolith.dockerfile(run)
+    with pytest.raises(ValueError, match=r"^no configuration given for the squashed stage slim$"):
+        monolith.dockerfile(run, {})
     owners = monolith.owners(monolith.stage_texts(run, squash=True))
     assert owners["slim_trimmed"] == owners["slim"] == "slim"
     assert owners["pruning"] == owners["prune"] == "prune"

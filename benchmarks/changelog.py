@@ -208,14 +208,15 @@ def file_build(
 ) -> tuple[float, int, str]:
     """The monolith, the squashed monolith (``configs``: what each squashed stage ends with)
     or the linear recipe, built by plain BuildKit from one context."""
-    started = time.monotonic()
-    run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     lines = None
-    if configs is not None:
-        moved = [name for name, key in configs.read_at.items() if run.keys[name].key != key]
+    if configs is not None:  # checked before the clock starts: computing keys is not its cost
+        checked = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
+        moved = [name for name, key in configs.read_at.items() if checked.keys[name].key != key]
         if moved:  # the configuration read before the log would no longer be the image's
             raise SystemExit(f"the log changed {', '.join(moved)}: read its configuration again")
         lines = configs.lines
+    started = time.monotonic()
+    run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     outside = Outside(logs=work / "logs", network="host")
     context = monolith.prepare(run, outside.engine, outside, work / "context")
     if way == "linear":

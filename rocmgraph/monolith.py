@@ -37,9 +37,10 @@ def dockerfile(run: Run, configs: Mapping[str, Sequence[str]] | None = None) -> 
     """Every stage, in build order, as one Dockerfile whose final stage is the image.
     ``configs``: the squashed stages squash, as the graph builds them, each ending with the
     configuration given (stage -> its lines); None: nothing squashes."""
-    missing = [s.name for s in run.graph if s.squash and s.name not in (configs or {})]
-    if configs is not None and missing:  # FROM scratch has none: the image would lose its own
-        raise ValueError(f"no configuration given for the squashed stage {', '.join(missing)}")
+    if configs is not None:  # FROM scratch has none: the image would lose its own
+        missing = [s.name for s in run.graph if s.squash and s.name not in configs]
+        if missing:
+            raise ValueError(f"no configuration given for the squashed stage {', '.join(missing)}")
     header = HEADER.format(pins=Path(run.pins.file).name, archs=",".join(run.archs))
     parts = stage_texts(run, squash=configs is not None, configs=configs)
     return "\n".join([header, *parts.values()])

@@ -38,6 +38,7 @@ each change's time is then the median of its N, and each round's log total is pr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -362,19 +364,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="replays of each way (median)")
     args = parser.parse_args()
     ways = [way for way in args.only.split(",") if way]
-    prepared = subprocess.run(
-        [sys.executable, "-m", "doit", "demo", "profile=demo"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if prepared.returncode != 0:
-        raise SystemExit(prepared.stdout + prepared.stderr)
-    built = json.loads((DEMO_ROOT / "fixtures" / "built.json").read_text())
-    template = pins_path("demo").read_text()
-    demo_run = Run(Options(pins=str(pins_path("demo"))), stages.graph())
-    log = change_log(built["commits"], list(demo_run.pins.sources["sglang"].patches))
-    # The demo's pins, with the real image's [build].source_archs (the demo's own e2e tests
-    # build each arch set for itself).
-    source_archs = pins_module.load(ROOT / "pins.toml").build.source_archs
+    log, template, source_archs = prepare_demo()
     rounds: dict[str, list[list[dict[str, float | int]]]] = {way: [] for way in ways}
     shared: dict[str, int | None] = {}
     SCRATCH.mkdir(parents=True, exist_ok=True)
@@ -413,6 +403,51 @@ def replay(
     two arch's final images share."""
     rows: list[dict[str, float | int]] = []
     finals: dict[str, str] = {}
+    with cold_world(template, source_archs) as (work, pins):
+        configs = None
+        if way == "squashed":  # built before the log, then forgotten: not timed
+            configs = squash_configs(pins, log[0].arch, work)
+            forget_everything()
+        for step in log:
+            apply(step, pins)
+            cpu = engine_cpu()
+            if way == "graph":
+                seconds, count, ref = graph_build(pins, step.arch)
+            else:
+                seconds, count, ref = file_build(way, pins, step.arch, work, configs)
+            spent = engine_cpu()
+            finals[step.arch] = ref
+            rows.append(
+                {"seconds": round(seconds, 1), "stages": count, "image_bytes": image_bytes(ref)}
+            )
+            if cpu is not None and spent is not None:
+                rows[-1]["engine_cpu_seconds"] = round(spent - cpu, 1)
+            print(f"{way}: {step.name}: {seconds:.1f} s, {count}", file=sys.stderr)
+        return rows, shared_bytes(finals["gfx942"], finals["gfx950"])
+
+
+def prepare_demo() -> tuple[list[Step], str, tuple[str, ...]]:
+    """The demo's fixtures made (`doit demo`): the change log, the demo's pins as text, and
+    the real image's [build].source_archs that every way builds with (the demo's own e2e
+    tests build each arch set for itself)."""
+    prepared = subprocess.run(
+        [sys.executable, "-m", "doit", "demo", "profile=demo"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if prepared.returncode != 0:
+        raise SystemExit(prepared.stdout + prepared.stderr)
+    built = json.loads((DEMO_ROOT / "fixtures" / "built.json").read_text())
+    demo_run = Run(Options(pins=str(pins_path("demo"))), stages.graph())
+    log = change_log(built["commits"], list(demo_run.pins.sources["sglang"].patches))
+    source_archs = pins_module.load(ROOT / "pins.toml").build.source_archs
+    return log, pins_path("demo").read_text(), source_archs
+
+
+@contextlib.contextmanager
+def cold_world(template: str, source_archs: tuple[str, ...]) -> Iterator[tuple[Path, Path]]:
+    """A scratch folder and the demo's pins in it (under the benchmark's image name, with
+    ``source_archs``), the edited patch in place, no image of the benchmark's and an empty
+    BuildKit cache, and the demo's upstreams served: (the folder, the pins file)."""
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         pins = work / "pins.toml"
@@ -426,37 +461,23 @@ def replay(
         )
         shutil.copy(ROOT / PATCH, ROOT / EDITED)
         forget_everything()
-        # One world for the four ways: the demo's upstreams served here, from the start (the
+        # One world for every way: the demo's upstreams served here, from the start (the
         # graph's `profile=demo` would start them in every build; that is not the graph's cost).
         demo = Demo(stages.graph())
         demo.start(Outside(logs=work / "logs", network="host"))
         try:
-            configs = None
-            if way == "squashed":  # built before the log, then forgotten: not timed
-                configs = squash_configs(pins, log[0].arch, work)
-                forget_everything()
-            for step in log:
-                if step.pins:
-                    pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in step.pins.items()])
-                if step.edit_patch:
-                    edit_patch(ROOT / EDITED)
-                cpu = engine_cpu()
-                if way == "graph":
-                    seconds, count, ref = graph_build(pins, step.arch)
-                else:
-                    seconds, count, ref = file_build(way, pins, step.arch, work, configs)
-                spent = engine_cpu()
-                finals[step.arch] = ref
-                rows.append(
-                    {"seconds": round(seconds, 1), "stages": count, "image_bytes": image_bytes(ref)}
-                )
-                if cpu is not None and spent is not None:
-                    rows[-1]["engine_cpu_seconds"] = round(spent - cpu, 1)
-                print(f"{way}: {step.name}: {seconds:.1f} s, {count}", file=sys.stderr)
-            return rows, shared_bytes(finals["gfx942"], finals["gfx950"])
+            yield work, pins
         finally:
             demo.stop()
             (ROOT / EDITED).unlink(missing_ok=True)
+
+
+def apply(step: Step, pins: Path) -> None:
+    """What ``step`` changes, written: its pins, and the patch it edits."""
+    if step.pins:
+        pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in step.pins.items()])
+    if step.edit_patch:
+        edit_patch(ROOT / EDITED)
 
 
 def median_rows(replays: list[list[dict[str, float | int]]]) -> list[dict[str, float | int]]:

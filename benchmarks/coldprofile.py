@@ -1,0 +1,177 @@
+"""Benchmark: what the graph pays that a Dockerfile does not: the squash, and an image a stage.
+
+1. Every stage of the demo built alone, in build order, from an empty BuildKit cache, with
+   the pins of the change log's cold build (`doit build:<stage>`: each finds its parents
+   built): its wall time and the engine's CPU seconds (dockerd's: BuildKit's solving,
+   copying, hashing and exporting; not the steps' own processes).
+2. Each squashed stage's parts, from its log: the copy of the trimmed tree and the export
+   of its one layer (the rest of its build is mostly the content hash BuildKit takes of the
+   tree before it copies it); and the rate at which this machine's disk takes the engine's
+   writes, flushed (88 MB/s to 1.4 GB/s within one hour here, the copy moving with it). A
+   squash reads, hashes and writes every byte of the image it squashes again; a plain
+   Dockerfile, which leaves the removed trees in the layers below, does none of it.
+3. What a stage image costs beyond its steps: the final stage's image, then two, then
+   three down its first parents, removed and built again with every step cached. Each is
+   a build session of its own (solved, exported, named); a Dockerfile's build is one.
+
+    python3 benchmarks/coldprofile.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import changelog
+import usershell
+
+import stages
+from rocmgraph.layout import ROOT
+from rocmgraph.run import Options, Run
+
+# "#6 [slim 1/2] COPY --from=slim_trimmed / /" and its "#6 DONE 7.7s"; the image's
+# "#8 exporting layers 3.5s done"
+_COPY = re.compile(r"^#(\d+) \[[\w.-]+ \d+/\d+\] COPY --from=\S+ / /$", re.MULTILINE)
+_EXPORT = re.compile(r"^#\d+ exporting layers ([\d.]+)s done$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class SquashParts:
+    """A squash's copy and its layer's export, in seconds, as its build log gives them."""
+
+    copy: float
+    export: float
+
+
+def squash_parts(log: str) -> SquashParts | None:
+    """The squash's parts in a stage's BuildKit log (``--progress=plain``); None when the
+    log has no copy of a whole tree, or did not finish it."""
+    copy = _COPY.search(log)
+    export = _EXPORT.search(log)
+    if copy is None or export is None:
+        return None
+    done = re.search(rf"^#{copy.group(1)} DONE ([\d.]+)s$", log, re.MULTILINE)
+    if done is None:
+        return None
+    return SquashParts(copy=float(done.group(1)), export=float(export.group(1)))
+
+
+def write_rate(folder: Path, megabytes: int = 512) -> float:
+    """MB per second that ``folder``'s disk takes, the file flushed before the clock stops
+    (as the engine's layers reach the disk in a build that writes more than memory holds)."""
+    block = os.urandom(1 << 20)
+    target = folder / ".coldprofile-write-rate"
+    started = time.monotonic()
+    try:
+        with target.open("wb") as out:
+            for _ in range(megabytes):
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        return megabytes / (time.monotonic() - started)
+    finally:
+        target.unlink(missing_ok=True)
+
+
+def doit_build(pins: Path, target: str, arch: str) -> float:
+    """Seconds ``doit build:<target>`` takes, as a user's shell runs it."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "doit", "build:" + target, "network=host", "hermetic=0",
+         f"pins={pins}", f"arch={arch}"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+        env=usershell.environ(),
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise SystemExit(result.stdout[-3000:] + result.stderr)
+    return time.monotonic() - started
+
+
+def main() -> None:
+    log, template, source_archs = changelog.prepare_demo()
+    cold = log[0]
+    rows: list[tuple[str, float, float | None]] = []
+    with changelog.cold_world(template, source_archs) as (_, pins):
+        changelog.apply(cold, pins)
+        run = Run(Options(pins=str(pins), arch=cold.arch, network="host"), stages.graph())
+        for name in run.graph.order:
+            cpu = changelog.engine_cpu()
+            seconds = doit_build(pins, name, cold.arch)
+            spent = changelog.engine_cpu()
+            rows.append((name, seconds, None if cpu is None or spent is None else spent - cpu))
+        squashed = [
+            (name, squash_parts((run.state_dir / "logs" / f"{name}.log").read_text()))
+            for name in run.graph.order
+            if run.graph[name].squash
+        ]
+        sizes = {name: changelog.image_bytes(run.ref(name)) for name, _ in squashed}
+        images = image_costs(run, pins, cold.arch)
+    print(f"{'stage':<20}{'wall':>8}{'engine CPU':>12}")
+    for name, seconds, cpu in rows:
+        print(f"{name:<20}{seconds:>6.1f} s{'' if cpu is None else f'{cpu:>10.1f} s'}")
+    wall = sum(seconds for _, seconds, _ in rows)
+    cpus = [cpu for _, _, cpu in rows if cpu is not None]
+    engine = f"{sum(cpus):>10.1f} s" if len(cpus) == len(rows) else ""
+    print(f"{'all, one by one':<20}{wall:>6.1f} s{engine}")
+    root = Path(changelog.docker("info", "--format", "{{.DockerRootDir}}").strip())
+    rate = write_rate(root)
+    print(f"\nthe disk under {root} takes {rate:.0f} MB/s, flushed")
+    walls = {name: seconds for name, seconds, _ in rows}
+    for name, parts in squashed:
+        megabytes = sizes[name] / 1e6
+        if parts is None:
+            print(f"{name}: its log has no squash to read")
+            continue
+        rest = walls[name] - parts.copy - parts.export
+        print(
+            f"{name} ({megabytes:.0f} MB, squashed): copy {parts.copy:.1f} s, export"
+            f" {parts.export:.1f} s, the rest of its build {rest:.1f} s (mostly the content"
+            f" hash of the tree); writing its {megabytes:.0f} MB alone takes this disk"
+            f" {megabytes / rate:.1f} s"
+        )
+
+    print("\nthe final stages' images removed, their steps cached in BuildKit, then `doit"
+          " build:image`:")  # fmt: skip
+    for names, runs in images:
+        each = ", ".join(f"{seconds:.2f} s ({cpu:.2f} s)" for seconds, cpu in runs)
+        print(f"{len(names)} image(s) ({', '.join(names)}): {each}, engine CPU in brackets")
+
+
+def image_costs(
+    run: Run, pins: Path, arch: str, rounds: int = 3
+) -> list[tuple[list[str], list[tuple[float, float]]]]:
+    """What each stage image costs a build beyond its steps: the final stage's image, then
+    its parent's too, then their parent's, removed and built again with every step cached
+    in BuildKit (a build session each: solved, exported and named). ``rounds`` each, taking
+    turns: (the stages, [(seconds, the engine's CPU seconds)]). A plain Dockerfile's build
+    is one session, whatever it rebuilds."""
+    chain = [run.graph.order[-1]]
+    while len(chain) < 3 and run.graph[chain[-1]].parents:
+        chain.append(run.graph[chain[-1]].parents[0])
+    found: list[tuple[list[str], list[tuple[float, float]]]] = [
+        (chain[:count], []) for count in range(1, len(chain) + 1)
+    ]
+    doit_build(pins, "image", arch)  # the friendly tag, on the image every round removes
+    # A round first, not timed: built one by one, each stage's steps were keyed on its
+    # parent's image; built together, a stage's are keyed on its parent's steps in the same
+    # file, which misses BuildKit's cache once (README, "One solve").
+    for number in range(rounds + 1):
+        for names, runs in found:
+            # the image itself goes, not a tag of it: the final one's friendly tag goes too
+            refs = [run.ref(name) for name in names]
+            changelog.docker("image", "rm", run.friendly_tag(), *refs)
+            cpu = changelog.engine_cpu()
+            seconds = doit_build(pins, "image", arch)
+            spent = changelog.engine_cpu()
+            if number:
+                runs.append((seconds, -1.0 if cpu is None or spent is None else spent - cpu))
+    return found
+
+
+if __name__ == "__main__":
+    main()

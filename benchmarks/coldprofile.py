@@ -40,6 +40,9 @@ _COPY = re.compile(r"^#(\d+) \[[\w.-]+ \d+/\d+\] COPY --from=\S+ / /$", re.MULTI
 _EXPORT = re.compile(r"^#\d+ exporting layers ([\d.]+)s done$", re.MULTILINE)
 
 
+Runs = list[tuple[float, float | None]]  # (seconds, the engine's CPU seconds if read)
+
+
 @dataclass(frozen=True)
 class SquashParts:
     """A squash's copy and its layer's export, in seconds, as its build log gives them."""
@@ -138,22 +141,22 @@ def main() -> None:
     print("\nthe final stages' images removed, their steps cached in BuildKit, then `doit"
           " build:image`:")  # fmt: skip
     for names, runs in images:
-        each = ", ".join(f"{seconds:.2f} s ({cpu:.2f} s)" for seconds, cpu in runs)
+        each = ", ".join(
+            f"{seconds:.2f} s ({'?' if cpu is None else f'{cpu:.2f}'} s)" for seconds, cpu in runs
+        )
         print(f"{len(names)} image(s) ({', '.join(names)}): {each}, engine CPU in brackets")
 
 
-def image_costs(
-    run: Run, pins: Path, arch: str, rounds: int = 3
-) -> list[tuple[list[str], list[tuple[float, float]]]]:
+def image_costs(run: Run, pins: Path, arch: str, rounds: int = 3) -> list[tuple[list[str], Runs]]:
     """What each stage image costs a build beyond its steps: the final stage's image, then
     its parent's too, then their parent's, removed and built again with every step cached
     in BuildKit (a build session each: solved, exported and named). ``rounds`` each, taking
-    turns: (the stages, [(seconds, the engine's CPU seconds)]). A plain Dockerfile's build
+    turns: (the stages, their runs). A plain Dockerfile's build
     is one session, whatever it rebuilds."""
     chain = [run.graph.order[-1]]
     while len(chain) < 3 and run.graph[chain[-1]].parents:
         chain.append(run.graph[chain[-1]].parents[0])
-    found: list[tuple[list[str], list[tuple[float, float]]]] = [
+    found: list[tuple[list[str], Runs]] = [
         (chain[:count], []) for count in range(1, len(chain) + 1)
     ]
     doit_build(pins, "image", arch)  # the friendly tag, on the image every round removes
@@ -169,7 +172,7 @@ def image_costs(
             seconds = doit_build(pins, "image", arch)
             spent = changelog.engine_cpu()
             if number:
-                runs.append((seconds, -1.0 if cpu is None or spent is None else spent - cpu))
+                runs.append((seconds, None if cpu is None or spent is None else spent - cpu))
     return found
 
 

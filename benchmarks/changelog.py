@@ -150,6 +150,13 @@ def engine_cpu() -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def engine_cpu_since(before: float | None) -> float | None:
+    """The engine's CPU seconds since ``before`` (an ``engine_cpu()``); None when either
+    reading failed."""
+    now = engine_cpu()
+    return None if before is None or now is None else now - before
+
+
 def image_bytes(ref: str) -> int:
     return int(docker("image", "inspect", "--format", "{{.Size}}", ref))
 
@@ -367,7 +374,6 @@ def main() -> None:
     log, template, source_archs = prepare_demo()
     rounds: dict[str, list[list[dict[str, float | int]]]] = {way: [] for way in ways}
     shared: dict[str, int | None] = {}
-    SCRATCH.mkdir(parents=True, exist_ok=True)
     for number in range(args.rounds):
         for way in ways if number % 2 == 0 else ways[::-1]:
             rows, shared[way] = replay(way, log, template, source_archs)
@@ -415,13 +421,13 @@ def replay(
                 seconds, count, ref = graph_build(pins, step.arch)
             else:
                 seconds, count, ref = file_build(way, pins, step.arch, work, configs)
-            spent = engine_cpu()
+            spent = engine_cpu_since(cpu)
             finals[step.arch] = ref
             rows.append(
                 {"seconds": round(seconds, 1), "stages": count, "image_bytes": image_bytes(ref)}
             )
-            if cpu is not None and spent is not None:
-                rows[-1]["engine_cpu_seconds"] = round(spent - cpu, 1)
+            if spent is not None:
+                rows[-1]["engine_cpu_seconds"] = round(spent, 1)
             print(f"{way}: {step.name}: {seconds:.1f} s, {count}", file=sys.stderr)
         return rows, shared_bytes(finals["gfx942"], finals["gfx950"])
 
@@ -459,6 +465,7 @@ def cold_world(template: str, source_archs: tuple[str, ...]) -> Iterator[tuple[P
                 pinsedit.Change(("build", "source_archs"), "", source_archs),
             ],
         )
+        SCRATCH.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / PATCH, ROOT / EDITED)
         forget_everything()
         # One world for every way: the demo's upstreams served here, from the start (the

@@ -5,14 +5,15 @@
    built): its wall time and the engine's CPU seconds (dockerd's: BuildKit's solving,
    copying, hashing and exporting; not the steps' own processes).
 2. Each squashed stage's parts, from its log: the copy of the trimmed tree and the export
-   of its one layer (the rest of its build is mostly the content hash BuildKit takes of the
-   tree before it copies it); and the rate at which this machine's disk takes the engine's
-   writes, flushed (88 MB/s to 1.4 GB/s within one hour here, the copy moving with it). A
-   squash reads, hashes and writes every byte of the image it squashes again; a plain
-   Dockerfile, which leaves the removed trees in the layers below, does none of it.
+   of its one layer. The rest of its build is the content hash BuildKit takes of the tree
+   before it copies it, with the process's start and the step that trims the tree. Beside
+   them, the rate at which the disk under the engine's data takes writes, flushed: a
+   squash reads, hashes and writes every byte of the image it squashes again, where a
+   plain Dockerfile, which leaves the removed trees in the layers below, does none of it.
 3. What a stage image costs beyond its steps: the final stage's image, then two, then
-   three down its first parents, removed and built again with every step cached. Each is
-   a build session of its own (solved, exported, named); a Dockerfile's build is one.
+   three down its first parents, removed and built again with every step cached, each
+   count in turn, round after round. Each image is a build session of its own (solved,
+   exported, named); a Dockerfile's build is one.
 
     python3 benchmarks/coldprofile.py
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -38,9 +40,6 @@ from rocmgraph.run import Options, Run
 # "#8 exporting layers 3.5s done"
 _COPY = re.compile(r"^#(\d+) \[[\w.-]+ \d+/\d+\] COPY --from=\S+ / /$", re.MULTILINE)
 _EXPORT = re.compile(r"^#\d+ exporting layers ([\d.]+)s done$", re.MULTILINE)
-
-
-Runs = list[tuple[float, float | None]]  # (seconds, the engine's CPU seconds if read)
 
 
 @dataclass(frozen=True)
@@ -65,9 +64,10 @@ def squash_parts(log: str) -> SquashParts | None:
 
 
 def write_rate(folder: Path, megabytes: int = 512) -> float:
-    """MB per second that ``folder``'s disk takes, the file flushed before the clock stops
-    (as the engine's layers reach the disk in a build that writes more than memory holds)."""
-    block = os.urandom(1 << 20)
+    """MB (10^6 bytes, as image sizes are given) per second that ``folder``'s disk takes,
+    the file flushed before the clock stops (as the engine's layers reach the disk in a
+    build that writes more than memory holds)."""
+    block = os.urandom(1_000_000)
     target = folder / ".coldprofile-write-rate"
     started = time.monotonic()
     try:
@@ -95,84 +95,95 @@ def doit_build(pins: Path, target: str, arch: str) -> float:
     return time.monotonic() - started
 
 
+@dataclass(frozen=True)
+class Timed:
+    """A build's wall seconds, and the engine's CPU seconds in it (None: not read)."""
+
+    seconds: float
+    engine_cpu: float | None
+
+    def shown(self, digits: int = 1) -> str:
+        cpu = "?" if self.engine_cpu is None else f"{self.engine_cpu:.{digits}f}"
+        return f"{self.seconds:.{digits}f} s ({cpu} s)"
+
+
+def timed(pins: Path, target: str, arch: str) -> Timed:
+    cpu = changelog.engine_cpu()
+    seconds = doit_build(pins, target, arch)
+    return Timed(seconds, changelog.engine_cpu_since(cpu))
+
+
 def main() -> None:
     log, template, source_archs = changelog.prepare_demo()
     cold = log[0]
-    rows: list[tuple[str, float, float | None]] = []
     with changelog.cold_world(template, source_archs) as (_, pins):
         changelog.apply(cold, pins)
-        run = Run(Options(pins=str(pins), arch=cold.arch, network="host"), stages.graph())
-        for name in run.graph.order:
-            cpu = changelog.engine_cpu()
-            seconds = doit_build(pins, name, cold.arch)
-            spent = changelog.engine_cpu()
-            rows.append((name, seconds, None if cpu is None or spent is None else spent - cpu))
-        squashed = [
-            (name, squash_parts((run.state_dir / "logs" / f"{name}.log").read_text()))
+        options = Options(pins=str(pins), arch=cold.arch, network="host", hermetic=False)
+        run = Run(options, stages.graph())  # as doit_build's runs: the refs it builds
+        alone = {name: timed(pins, name, cold.arch) for name in run.graph.order}
+        squashed = {
+            name: squash_parts((run.state_dir / "logs" / f"{name}.log").read_text())
             for name in run.graph.order
             if run.graph[name].squash
-        ]
-        sizes = {name: changelog.image_bytes(run.ref(name)) for name, _ in squashed}
+        }
+        sizes = {name: changelog.image_bytes(run.ref(name)) for name in squashed}
         images = image_costs(run, pins, cold.arch)
-    print(f"{'stage':<20}{'wall':>8}{'engine CPU':>12}")
-    for name, seconds, cpu in rows:
-        print(f"{name:<20}{seconds:>6.1f} s{'' if cpu is None else f'{cpu:>10.1f} s'}")
-    wall = sum(seconds for _, seconds, _ in rows)
-    cpus = [cpu for _, _, cpu in rows if cpu is not None]
-    engine = f"{sum(cpus):>10.1f} s" if len(cpus) == len(rows) else ""
-    print(f"{'all, one by one':<20}{wall:>6.1f} s{engine}")
+    print("each stage alone, from cold: wall (engine CPU)")
+    for name, built in alone.items():
+        print(f"  {name:<20}{built.shown()}")
+    cpus = [built.engine_cpu for built in alone.values()]
+    total = Timed(
+        sum(built.seconds for built in alone.values()),
+        None if None in cpus else sum(cpu for cpu in cpus if cpu is not None),
+    )
+    print(f"  {'all, one by one':<20}{total.shown()}")
     root = Path(changelog.docker("info", "--format", "{{.DockerRootDir}}").strip())
     rate = write_rate(root)
     print(f"\nthe disk under {root} takes {rate:.0f} MB/s, flushed")
-    walls = {name: seconds for name, seconds, _ in rows}
-    for name, parts in squashed:
+    for name, parts in squashed.items():
         megabytes = sizes[name] / 1e6
         if parts is None:
             print(f"{name}: its log has no squash to read")
             continue
-        rest = walls[name] - parts.copy - parts.export
+        rest = alone[name].seconds - parts.copy - parts.export
         print(
             f"{name} ({megabytes:.0f} MB, squashed): copy {parts.copy:.1f} s, export"
-            f" {parts.export:.1f} s, the rest of its build {rest:.1f} s (mostly the content"
-            f" hash of the tree); writing its {megabytes:.0f} MB alone takes this disk"
-            f" {megabytes / rate:.1f} s"
+            f" {parts.export:.1f} s, the rest of its build {rest:.1f} s (the content hash of"
+            f" the tree, the process's start, the trim); writing its {megabytes:.0f} MB"
+            f" alone takes this disk {megabytes / rate:.1f} s"
         )
-
     print("\nthe final stages' images removed, their steps cached in BuildKit, then `doit"
-          " build:image`:")  # fmt: skip
+          " build:image`: wall (engine CPU)")  # fmt: skip
     for names, runs in images:
-        each = ", ".join(
-            f"{seconds:.2f} s ({'?' if cpu is None else f'{cpu:.2f}'} s)" for seconds, cpu in runs
-        )
-        print(f"{len(names)} image(s) ({', '.join(names)}): {each}, engine CPU in brackets")
+        middle = statistics.median(built.seconds for built in runs)
+        each = ", ".join(built.shown(2) for built in runs)
+        print(f"  {len(names)} image(s) ({', '.join(names)}): median {middle:.2f} s; {each}")
 
 
-def image_costs(run: Run, pins: Path, arch: str, rounds: int = 3) -> list[tuple[list[str], Runs]]:
+def image_costs(
+    run: Run, pins: Path, arch: str, rounds: int = 3
+) -> list[tuple[list[str], list[Timed]]]:
     """What each stage image costs a build beyond its steps: the final stage's image, then
     its parent's too, then their parent's, removed and built again with every step cached
-    in BuildKit (a build session each: solved, exported and named). ``rounds`` each, taking
-    turns: (the stages, their runs). A plain Dockerfile's build
-    is one session, whatever it rebuilds."""
-    chain = [run.graph.order[-1]]
+    in BuildKit. Each count in turn, ``rounds`` times: (the stages, their builds)."""
+    chain = [run.graph.final]
     while len(chain) < 3 and run.graph[chain[-1]].parents:
         chain.append(run.graph[chain[-1]].parents[0])
-    found: list[tuple[list[str], Runs]] = [
+    found: list[tuple[list[str], list[Timed]]] = [
         (chain[:count], []) for count in range(1, len(chain) + 1)
     ]
     doit_build(pins, "image", arch)  # the friendly tag, on the image every round removes
     # A round first, not timed: built one by one, each stage's steps were keyed on its
-    # parent's image; built together, a stage's are keyed on its parent's steps in the same
-    # file, which misses BuildKit's cache once (README, "One solve").
+    # parent's image; built in one solve, a stage's are keyed on its parent's steps in the
+    # same file, which misses BuildKit's cache once (README, "One solve").
     for number in range(rounds + 1):
-        for names, runs in found:
+        for names, builds in found:
             # the image itself goes, not a tag of it: the final one's friendly tag goes too
             refs = [run.ref(name) for name in names]
             changelog.docker("image", "rm", run.friendly_tag(), *refs)
-            cpu = changelog.engine_cpu()
-            seconds = doit_build(pins, "image", arch)
-            spent = changelog.engine_cpu()
+            built = timed(pins, "image", arch)
             if number:
-                runs.append((seconds, None if cpu is None or spent is None else spent - cpu))
+                builds.append(built)
     return found
 
 

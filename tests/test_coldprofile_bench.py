@@ -49,3 +49,8 @@ def test_the_write_rate_writes_to_the_folder_and_leaves_nothing(tmp_path: Path) 
     rate = coldprofile.write_rate(tmp_path, megabytes=4)
     assert rate > 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_build_shows_its_engine_cpu_or_a_question_mark() -> None:
+    assert coldprofile.Timed(1.234, 0.5).shown(2) == "1.23 s (0.50 s)"
+    assert coldprofile.Timed(10.04, None).shown() == "10.0 s (? s)"

@@ -189,18 +189,25 @@ def shared_bytes(first: str, second: str) -> int | None:
 # ------------------------------------------------------------ four ways to build
 
 
-def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
+def doit_build(pins: Path, arch: str, target: str = "image") -> tuple[float, str]:
+    """``doit build:<target>`` of ``pins``, as a user's shell runs it: its seconds, and
+    what it printed."""
     started = time.monotonic()
     # -n 2: independent stages build at once, as BuildKit runs a monolith's stages
     result = subprocess.run(
-        [sys.executable, "-m", "doit", "-n", "2", "build:image", "network=host",
+        [sys.executable, "-m", "doit", "-n", "2", f"build:{target}", "network=host",
          "hermetic=0", f"pins={pins}", f"arch={arch}"],
         cwd=ROOT, capture_output=True, text=True, check=False, env=usershell.environ(),
     )  # fmt: skip
     elapsed = time.monotonic() - started
     if result.returncode != 0:
         raise SystemExit(result.stdout[-3000:] + result.stderr)
-    return elapsed, len(progress.built_stages(result.stdout)), f"{NAMESPACE}:{arch}"
+    return elapsed, result.stdout
+
+
+def graph_build(pins: Path, arch: str) -> tuple[float, int, str]:
+    elapsed, printed = doit_build(pins, arch)
+    return elapsed, len(progress.built_stages(printed)), f"{NAMESPACE}:{arch}"
 
 
 @dataclass(frozen=True)

@@ -23,17 +23,13 @@ from __future__ import annotations
 import os
 import re
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import changelog
-import usershell
 
 import stages
-from rocmgraph.layout import ROOT
 from rocmgraph.run import Options, Run
 
 # "#6 [slim 1/2] COPY --from=slim_trimmed / /" and its "#6 DONE 7.7s"; the image's
@@ -81,20 +77,6 @@ def write_rate(folder: Path, megabytes: int = 512) -> float:
         target.unlink(missing_ok=True)
 
 
-def doit_build(pins: Path, target: str, arch: str) -> float:
-    """Seconds ``doit build:<target>`` takes, as a user's shell runs it."""
-    started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "doit", "build:" + target, "network=host", "hermetic=0",
-         f"pins={pins}", f"arch={arch}"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-        env=usershell.environ(),
-    )  # fmt: skip
-    if result.returncode != 0:
-        raise SystemExit(result.stdout[-3000:] + result.stderr)
-    return time.monotonic() - started
-
-
 @dataclass(frozen=True)
 class Timed:
     """A build's wall seconds, and the engine's CPU seconds in it (None: not read)."""
@@ -109,7 +91,7 @@ class Timed:
 
 def timed(pins: Path, target: str, arch: str) -> Timed:
     cpu = changelog.engine_cpu()
-    seconds = doit_build(pins, target, arch)
+    seconds, _ = changelog.doit_build(pins, arch, target)
     return Timed(seconds, changelog.engine_cpu_since(cpu))
 
 
@@ -132,9 +114,10 @@ def main() -> None:
     for name, built in alone.items():
         print(f"  {name:<20}{built.shown()}")
     cpus = [built.engine_cpu for built in alone.values()]
+    known = [cpu for cpu in cpus if cpu is not None]
     total = Timed(
         sum(built.seconds for built in alone.values()),
-        None if None in cpus else sum(cpu for cpu in cpus if cpu is not None),
+        sum(known) if len(known) == len(cpus) else None,
     )
     print(f"  {'all, one by one':<20}{total.shown()}")
     root = Path(changelog.docker("info", "--format", "{{.DockerRootDir}}").strip())
@@ -172,7 +155,7 @@ def image_costs(
     found: list[tuple[list[str], list[Timed]]] = [
         (chain[:count], []) for count in range(1, len(chain) + 1)
     ]
-    doit_build(pins, "image", arch)  # the friendly tag, on the image every round removes
+    changelog.doit_build(pins, arch)  # the friendly tag, on the image every round removes
     # A round first, not timed: built one by one, each stage's steps were keyed on its
     # parent's image; built in one solve, a stage's are keyed on its parent's steps in the
     # same file, which misses BuildKit's cache once (README, "One solve").

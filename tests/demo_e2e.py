@@ -10,6 +10,7 @@ first build is cold whatever the machine built before.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import subprocess
@@ -201,6 +202,17 @@ def copy_of_demo(tmp: Path, profile: str = "demo", name: str = "verl-e2e") -> E2
     world.pins.write_text(pins_path(profile).read_text())
     world.edit(["image", "name"], name)
     return world
+
+
+_MAX_JOBS = itertools.count(3)  # the demo's pins say 2
+
+
+def unbuilt_max_jobs() -> int:
+    """A [build].max_jobs no build of this session had: an input of every source stage, so
+    they build again, from steps not in BuildKit's cache (the session starts with neither an
+    image of its namespace nor a cached step: ``e2e``). A value another test built would
+    find its stages built."""
+    return next(_MAX_JOBS)
 
 
 def prepare(profile: str) -> None:

@@ -43,6 +43,7 @@ from demo_e2e import (
     run_in,
     shell,
     size,
+    unbuilt_max_jobs,
 )
 
 import rocmgraph
@@ -401,7 +402,7 @@ def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> 
 
 def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2E) -> None:
     # Every source stage builds again, from steps no earlier run left in BuildKit's cache.
-    e2e.edit(["build", "max_jobs"], 3 + int(time.time()) % 997)
+    e2e.edit(["build", "max_jobs"], unbuilt_max_jobs())
     before = image_ids()
     process = subprocess.Popen(
         [sys.executable, "-m", "doit", "-n", "2", "build:image", *e2e.where, "arch=gfx942",
@@ -437,7 +438,7 @@ def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2
 
 
 def test_two_runs_at_once_take_turns_and_both_end_well(e2e: E2E) -> None:
-    e2e.edit(["build", "max_jobs"], 3 + int(time.time()) % 997)  # the source stages build
+    e2e.edit(["build", "max_jobs"], unbuilt_max_jobs())  # the source stages build
     argv = [sys.executable, "-m", "doit", "build:image", *e2e.where, "arch=gfx942"]
     first = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)  # fmt: skip

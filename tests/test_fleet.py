@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need
-from demo_e2e import built, copy_of_demo, docker, nothing_to_build
+from demo_e2e import built, copy_of_demo, docker, nothing_to_build, unbuilt_max_jobs
 from test_faults import other_verl_commit
 
 import stages
@@ -128,9 +128,8 @@ def test_two_builders_split_the_stages_that_do_not_need_each_other(
     tmp_path: Path, registry: str, machine_b: dict[str, str]
 ) -> None:
     world = copy_of_demo(tmp_path)
-    # An input of every source build, apart from each other; above test_e2e.py's values (3 to
-    # 999), whose builds stay on this engine: a stage one of them built is not built again.
-    world.edit(["build", "max_jobs"], 1000)
+    # an input of every source build, apart from each other
+    world.edit(["build", "max_jobs"], unbuilt_max_jobs())
     plan = world.plan()
     to_build = {name for name, stage in plan.items() if stage["status"] == "not built"}
     assert {"vllm", "sglang", "causal_conv1d"} <= to_build

@@ -70,6 +70,11 @@ def task_patches() -> dict[str, Any]:
     return TASKS.patches_task(_options(variables), variables.text("format", "text"))
 
 
+def task_preflight() -> dict[str, Any]:
+    variables = _variables()
+    return TASKS.preflight_task(_options(variables), variables.text("format", "text"))
+
+
 def task_bump() -> Iterator[dict[str, Any]]:
     variables = _variables()
     return TASKS.bump_tasks(

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph import docs, keys, kinds, patches
+from rocmgraph import docs, keys, kinds, patches, preflight
 from rocmgraph.errors import (
     Answer,
     FetchError,
@@ -48,6 +48,7 @@ from rocmgraph.outside.upstream import (
 from rocmgraph.patches import Outcome
 from rocmgraph.pins import GitSource, Pins, format_path, loads
 from rocmgraph.pinsedit import Change, apply, write
+from rocmgraph.preflight import Fact, Row
 from rocmgraph.run import Options, Run
 
 
@@ -65,6 +66,7 @@ class Bump:
     changes: list[Change] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)  # one per patch
     missing: list[Verdict] = field(default_factory=list)  # paths the recipe names, gone
+    facts: list[Verdict] = field(default_factory=list)  # what preflight finds new
     notes: list[str] = field(default_factory=list)  # values only you can set
     unknown: str = ""  # why it could not be checked
     commit: str = ""  # the commit it moves to
@@ -82,6 +84,12 @@ class Bump:
             reasons.append(
                 f"{len(self.missing)} path{'s' if many else ''} the recipe names "
                 f"{'are' if many else 'is'} missing"
+            )
+        if self.facts:
+            many = len(self.facts) > 1
+            reasons.append(
+                f"{len(self.facts)} fact{'s' if many else ''} of the new tree "
+                f"differ{'' if many else 's'} from the pins"
             )
         if self.held:
             reasons.append(self.held)
@@ -113,6 +121,9 @@ def bump_source(run: Run, outside: Outside, name: str, to: str, history: History
     try:
         statuses = patches.check_source(sources, name, moved)
         missing = _missing_paths(sources, name, moved)
+        facts = _preflight(run.pins, sources, name, moved)
+        at_old = dataclasses.replace(source, commit=old or "")
+        before = _preflight(run.pins, sources, name, at_old) if old else []
     except FetchError as exc:
         bump.unknown = str(exc)
         return bump
@@ -138,10 +149,8 @@ def bump_source(run: Run, outside: Outside, name: str, to: str, history: History
     kept = tuple(v.what for v in bump.verdicts if v.status is not Outcome.OBSOLETE)
     if kept != source.patches:
         bump.changes.append(Change(("sources", name, "patches"), source.patches, kept))
-    if source.subtree:
-        _folder_version(bump, name, source, new, new_tree is not None)
-    else:
-        _version(bump, history, name, source, new)
+    _follow(bump, history, name=name, source=source, new=new, facts=facts, before=before,
+            folder_moved=new_tree is not None)  # fmt: skip
     return bump
 
 
@@ -294,6 +303,76 @@ def _version(bump: Bump, history: History, name: str, source: GitSource, new: st
     )
 
 
+def _follow(
+    bump: Bump,
+    history: History,
+    *,
+    name: str,
+    source: GitSource,
+    new: str,
+    facts: list[Row],
+    before: list[Row],
+    folder_moved: bool,
+) -> None:
+    """What the new tree's build does, against the pins: a version it states (a folder's),
+    one a tag gives, and what preflight finds new since the old commit."""
+    stated = _stated_version(facts)
+    # What the new tree's build does that the pins do not account for, and the old one's did
+    # not do (`doit preflight` reports the rest): a new fetch, a renamed distribution.
+    # With no tree before to compare with, nothing is new: what differs is a note.
+    known = {_unplaced(row) for row in before}
+    new_facts = [
+        Verdict(f"preflight {row.fact}", Outcome.CONFLICTS, _fact(row))
+        for row in facts
+        if row.verdict is preflight.Verdict.MISMATCH
+        and _unplaced(row) not in known
+        and not (stated and row.fact is Fact.VERSION)
+    ]
+    if before and not any(row.upstream == preflight.NOT_READ for row in before):
+        bump.facts = new_facts
+    else:
+        bump.notes += [f"{fact.what}: {fact.detail}" for fact in new_facts]
+    if source.subtree and stated and _differs(stated, source.version):
+        bump.changes.append(Change(("sources", name, "version"), source.version, stated))
+    elif source.subtree and not stated:
+        _folder_version(bump, name, source, new, folder_moved)
+    elif not source.subtree:
+        _version(bump, history, name, source, new)
+
+
+def _preflight(pins: Pins, sources: SourceCache, name: str, moved: GitSource) -> list[Row]:
+    """What preflight finds in the tree at the new commit (its rows of ``name``)."""
+    at = dataclasses.replace(pins, sources={**pins.sources, name: moved})
+    return preflight.check(at, sources.tree, [name])
+
+
+def _stated_version(facts: list[Row]) -> str:
+    """The version the new tree states for its build, where it states one."""
+    return next(
+        (
+            row.upstream
+            for row in facts
+            if row.fact is Fact.VERSION
+            and row.verdict is not preflight.Verdict.UNREAD
+            and not row.upstream.startswith("from git")
+        ),
+        "",
+    )
+
+
+def _differs(stated: str, pinned: str) -> bool:
+    return not pinned or not preflight.same_version(stated, pinned)
+
+
+def _unplaced(row: Row) -> Row:
+    """``row`` without its line, which moves with any edit above it."""
+    return dataclasses.replace(row, where=row.where.rsplit(":", 1)[0])
+
+
+def _fact(row: Row) -> str:
+    return f"{row.upstream}: {row.pins}" + (f" ({row.where})" if row.where else "")
+
+
 def _folder_version(bump: Bump, name: str, source: GitSource, new: str, folder_moved: bool) -> None:
     """A folder built alone has a version of its own (sgl-kernel's is not SGLang's): the
     repository's tags version the whole tree, so only a note, when the folder changed."""
@@ -351,7 +430,7 @@ def run_bump(
         lines.append(bump.headline)
         lines += [
             f"  {v.status:<10}{v.what}" + (f": {v.detail}" if v.detail else "")
-            for v in [*bump.verdicts, *bump.missing]
+            for v in [*bump.verdicts, *bump.missing, *bump.facts]
         ]
         if bump.unknown:
             lines.append(f"  unknown: {bump.unknown}")

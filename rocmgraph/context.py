@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from rocmgraph import keys, patches, provenance
+from rocmgraph import keys, patches, preflight, provenance
 from rocmgraph.closure import KINDS, LINKS, SUMS
 from rocmgraph.engine import Engine
 from rocmgraph.errors import FetchError, GraphToolError, LockError
@@ -84,6 +84,9 @@ def _fill(run: Run, outside: Outside, name: str, dest: Path) -> None:
     provided = name in pins.base.provides  # the base carries it: nothing to fetch or build
     for source_name in () if provided else stage.sources:
         _source(run, outside, source_name, dest / "src" / source_name)
+    if run.options.hermetic and not provided:
+        for source_name in stage.sources:
+            _sealed(name, source_name, run.pins, dest / "src" / source_name)
     if not provided:
         if Fetch.WHEELS in stage.fetches:
             _wheels(run.pins, outside.store, dest / "wheels")
@@ -122,6 +125,21 @@ def _source(run: Run, outside: Outside, name: str, tree: Path) -> None:
     else:
         copy_tree(cache.tree(name, source), tree)
     patches.apply(tree, source.patches, name)
+
+
+def _sealed(stage: str, name: str, pins: Pins, tree: Path) -> None:
+    """A build with the network off cannot make a fetch no pin accounts for: it fails here,
+    in one line, not at its CMake configure 200 lines into the log."""
+    source = pins.sources[name]
+    read = preflight.tree_reader(tree, tree, source.overlay)
+    for folder in source.subdirs:
+        for fetch in preflight.build_fetches(read, folder):
+            row = preflight.fetch_rows(name, source, pins, [fetch])[0]
+            if row.verdict is preflight.Verdict.MISMATCH:
+                raise FetchError(
+                    f"stage {stage}: its build fetches {row.upstream} ({row.where}), and it "
+                    f"builds with the network off: {row.pins}, or build with hermetic=0"
+                )
 
 
 def _closure(run: Run, store: Store, name: str, dest: Path) -> None:

@@ -320,6 +320,18 @@ def _repository(name: str, value: str, otherwise: str) -> str | None:
 
 
 TEXT = Kind("text", lambda _: None, "write a value")
+# Prose a maintainer writes for maintainers (why a fetch is not taken): never in a recipe.
+REASON = Kind(
+    "reason",
+    _regex(r"\S.*", "a reason"),
+    "say in a few words why",
+    extra=" ()'\";!?#&*<>[]{}`$|",
+)
+# What `doit preflight` calls a fetch a build makes: its URL, or file:function for a
+# download whose URL is computed.
+FETCH = Kind(
+    "fetch", _regex(r"[^\s]+", "a URL or file:function"), "write the fetch as preflight names it"
+)
 NAME = Kind(
     "name",
     _regex(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a name (letters, digits, . _ -)"),

@@ -218,6 +218,12 @@ class GitSource:
     arch_separator: str = _kind(kinds.SEPARATOR, default="semicolon")  # in its arch_env
     keep_env: bool = False  # its env and arch_env stay in the runtime image, as verl's recipe
     workspace: str = _kind(kinds.optional(kinds.NAME), default="")  # tree at <workdir>/<this>
+    # Trees its build is given instead of fetching them itself: variable -> "<source>/<path>",
+    # the folder of that pinned source's tree in the context (vLLM's TRITON_KERNELS_SRC_DIR).
+    inputs: Mapping[str, str] = _kind(kinds.SRC_PATH, kinds.ENV_NAME, default={})
+    # Fetches its build makes that this image's build does not take, each with why (a
+    # CUDA-only branch): `doit preflight` accounts for every fetch; no input of any build.
+    skipped_fetches: Mapping[str, str] = _kind(kinds.REASON, kinds.FETCH, default={}, location=True)
     # How the assembled image installs the built wheels.
     install_deps: bool = True
     uninstall: tuple[str, ...] = _kind(kinds.NAME, default=())
@@ -684,6 +690,7 @@ def _check_relations(pins: Pins) -> None:
                 "set subtree to the folder it is the id of, or remove tree",
             )
     _check_workspaces(pins)
+    _check_inputs(pins)
     for table, env in [(("env",), pins.env)] + [
         (("sources", name, "env"), source.env) for name, source in pins.sources.items()
     ]:
@@ -773,6 +780,21 @@ def _check_workspaces(pins: Pins) -> None:
             "its repository and commit, so the two trees would mix there",
             f"pin [sources.{other}]'s commit here (`doit bump:{other}` moves both)",
         )
+
+
+def _check_inputs(pins: Pins) -> None:
+    """A tree given to a build is a folder of another pinned source's tree."""
+    for name, source in pins.sources.items():
+        for variable, path in source.inputs.items():
+            given = path.split("/", 1)[0]
+            if given == name or given not in pins.sources:
+                others = ", ".join(sorted(set(pins.sources) - {name}))
+                raise PinsError(
+                    pins.file,
+                    format_path(("sources", name, "inputs", variable)),
+                    f"{shown(path)} is not in the tree of another pinned source",
+                    f"write <source>/<path in its tree>, the source one of: {others}",
+                )
 
 
 def _check_subtree(file: str, name: str, source: GitSource) -> None:

@@ -168,13 +168,15 @@ def _requirements(packages: Mapping[str, str]) -> str:
 
 def _build_env(source: Any, archs: list[str]) -> str:
     """``VAR=value `` prefixes for a source build: its arch variables (the archs joined as its
-    build reads a list), the variables that get its pinned version, then its own."""
+    build reads a list), the variables that get its pinned version, the trees it is given in
+    place of fetching them (their folders in the context), then its own."""
     return "".join(f"{variable}={value} " for variable, value in _source_env(source, archs))
 
 
 def _source_env(source: Any, archs: list[str]) -> list[tuple[str, str]]:
     pairs = _arch_env(source, archs)
     pairs += [(variable, source.version) for variable in source.version_env if source.version]
+    pairs += [(variable, f"/src/{path}") for variable, path in source.inputs.items()]
     pairs += list(source.env.items())
     return pairs
 

@@ -232,7 +232,7 @@ VARIABLES: dict[str, Variable] = {
     ),
     "network": Variable("docker build --network; default $VERL_GRAPH_NETWORK"),
     "profile": Variable("demo (or demo702) builds an offline demo profile", _profile),
-    "format": Variable("text or json, for plan, patches and audit", _format),
+    "format": Variable("text or json, for plan, patches, preflight and audit", _format),
     "jobs": Variable("the builders the plan prices the build on (as doit -n); 2", _count),
     "to": Variable("the commit or tag bump:<source> moves to"),
     "force": Variable("1 lets a bump write despite a conflicting patch", flag),
@@ -461,6 +461,18 @@ class Tasks:
 
         return _report(
             "check every patch against its pinned tree: applies, obsolete or conflicts", show
+        )
+
+    def preflight_task(self, options: Options, fmt: str) -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            from rocmgraph import preflight
+
+            _show(preflight.run_preflight(self.run(options), self.outside(options), fmt))
+
+        return _report(
+            "check what each pinned tree's build does (its dist, fetches, archs) against the pins",
+            show,
         )
 
     def bump_tasks(self, options: Options, to: str, force: bool, dry: bool) -> Iterator[Task]:

@@ -85,9 +85,8 @@ def trace(
         for closure in closures
         for item in closure.files
     }
-    # Built here: a source's distribution, and each subdirectory it builds (sgl-kernel)
+    # Built here: each source's distribution (sgl_kernel's is sglang-kernel: its `dist`)
     built = {normal(source.dist or name) for name, source in pins.sources.items()}
-    built |= {normal(sub.rsplit("/", 1)[-1]) for s in pins.sources.values() for sub in s.subdirs}
     wheels: Mapping[str, str] = {normal(name): wheel.version for name, wheel in pins.wheels.items()}
     counts = {"base": 0, "closure": 0, "pin": 0}
     untraced = []

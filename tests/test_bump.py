@@ -526,11 +526,11 @@ def test_two_version_tags_on_the_new_commit_are_left_to_you(world: World) -> Non
     assert pins.load(world.pins).sources["sglang"].version == "0.5.15"
 
 
-def test_a_folder_built_alone_keeps_its_version_when_the_repository_is_tagged(
+def test_a_folder_built_alone_takes_its_version_from_its_files_not_the_tags(
     world: World,
 ) -> None:
-    """The tags are SGLang's: sgl-kernel/ has a version of its own. A commit that changes
-    the folder leaves a note; one that does not, nothing."""
+    """The tags are SGLang's: sgl-kernel/ states a version of its own, in the pyproject its
+    ROCm build reads (pyproject_rocm.toml, over pyproject.toml), and the bump follows it."""
     repo, _, _ = with_kernel_tree(world)
     world.pins.write_text(
         edit_toml(world.pins_text(), ["sources", "sgl_kernel", "version"], "0.3.0")
@@ -540,18 +540,44 @@ def test_a_folder_built_alone_keeps_its_version_when_the_repository_is_tagged(
     code, out, err = bump(world, "bump:sglang")
     assert code == 0, out + err
     after = pins.load(world.pins).sources
-    assert (after["sglang"].version, after["sgl_kernel"].version) == ("0.5.16", "0.3.0")
+    assert (after["sglang"].version, after["sgl_kernel"].version) == ("0.5.16", "0.4.2.post2")
     assert "note:" not in out
-    head = commit(repo, {"sgl-kernel/NEWS": "faster\n"}, "Release 0.5.17")
+    rocm = '[project]\nname = "sglang-kernel"\nversion = "0.4.3"\n'
+    head = commit(repo, {"sgl-kernel/pyproject_rocm.toml": rocm}, "Release 0.5.17")
     git(repo, "tag", "-a", "v0.5.17", "-m", "0.5.17", head)
     code, out, err = bump(world, "bump:sglang")
     assert code == 0, out + err
-    assert pins.load(world.pins).sources["sgl_kernel"].version == "0.3.0"
+    assert pins.load(world.pins).sources["sgl_kernel"].version == "0.4.3"
+    assert "note:" not in out
+
+
+def test_a_new_fetch_in_the_new_tree_stops_the_bump_with_its_file_and_line(
+    world: World,
+) -> None:
+    repo = world.repos["causal_conv1d"]
+    fetching = (
+        "import urllib.request\n\n\n"
+        "def kernels():\n"
+        '    urllib.request.urlretrieve("https://example.org/kernels.tar", "k.tar")\n'
+    )
+    commit(repo, {"setup.py": fetching}, "Fetch kernels at build time")
+    before = world.pins_text()
+    code, out, err = bump(world, "bump:causal_conv1d")
+    assert (code, err) == (
+        1,
+        "error: bump stopped for causal_conv1d: conflicts at the new commit; see above\n",
+    )
+    lines = out.splitlines()
     assert (
-        "  note: [sources.sgl_kernel].version still says 0.3.0: sgl-kernel/ changed, and the "
-        "repository's tags do not version it alone; set it to sgl-kernel/'s version at "
-        f"{head[:12]}"
-    ) in out.splitlines()
+        "  conflicts preflight fetch: https://example.org/kernels.tar: no pin gives it: mark it "
+        "in [sources.causal_conv1d].skipped_fetches with why the build does not take it "
+        "(setup.py:5)"
+    ) in lines
+    assert (
+        "  stopped: 1 fact of the new tree differs from the pins; nothing written for "
+        "causal_conv1d (force=1 writes)"
+    ) in lines
+    assert world.pins_text() == before
 
 
 def test_a_tag_with_a_slash_is_recorded_as_git_names_it(world: World) -> None:

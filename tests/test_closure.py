@@ -252,7 +252,7 @@ Version: 1.0
 def test_what_an_image_holds_is_traced_by_base_closure_or_pin_and_the_rest_named() -> None:
     held = unlocked.apt_packages(DPKG_LIST) | unlocked.python_packages(
         "torch==2.12.0+rocm7.14.0.lw.git1a2b3c4d\nMegatron_Core==0.18.0\nvllm==0.22.1rc1\n"
-        "sgl-kernel==0.3.0\n"
+        "sglang-kernel==0.4.2.post2\n"
         "requests==2.32.0\n"
     )
     assert unlocked.apt_status(STATUS) == {Package("apt", "cpp-12", "12.2.0-14")}
@@ -263,7 +263,7 @@ def test_what_an_image_holds_is_traced_by_base_closure_or_pin_and_the_rest_named
         held, unlocked.apt_status(STATUS), [Closure("verl", "1" * 64, (fetched, gcc))], pins
     )
     # cpp-12: the base; gcc, megatron-core: a closure; torch (a pinned wheel), vllm and
-    # sgl-kernel (pinned sources): pins; requests came from the network unrecorded.
+    # sglang-kernel (pinned sources): pins; requests came from the network unrecorded.
     assert traced == unlocked.Traced(1, 2, 3, (Package("python", "requests", "2.32.0"),))
     assert unlocked.as_text("verl-rocm:gfx942", traced).splitlines() == [
         "verl-rocm:gfx942: 7 packages; traced: 1 by the base image's digest, 2 by a closure's "

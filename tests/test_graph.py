@@ -96,7 +96,7 @@ def test_a_misspelt_source_is_refused_not_left_out_of_the_image() -> None:
     assert checked(misspelt) == (
         "pins.toml: [sources.causal-conv1d]: no stage builds a source of this name; did you "
         "mean 'causal_conv1d'? name one of: aiter, causal_conv1d, flash_attention, mbridge, "
-        "sgl_kernel, sglang, torch_memory_saver, transformer_engine, verl, vllm"
+        "sgl_kernel, sglang, torch_memory_saver, transformer_engine, triton_kernels, verl, vllm"
     )
 
 

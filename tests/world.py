@@ -129,9 +129,14 @@ def _source_files(name: str, real: pins.Pins) -> dict[str, str]:
         files.update(patchimages.preimage(patches.read_patch(patch)))
     for path in (*source.requirements, *source.overlay.values()):
         files.setdefault(path, f"# {path} of {name}\n")
+        if path.endswith(".toml") and source.dist and source.version:  # it names what it builds
+            files[path] += f'[project]\nname = "{source.dist}"\nversion = "{source.version}"\n'
+
     for folder in source.subdirs:
         if not any(path.startswith(f"{folder}/") for path in files):
             files[f"{folder}/setup.py"] = f"# {folder} of {name}\n"
+    if source.subtree and not source.subdirs:  # a folder given to another build
+        files[f"{source.subtree}/__init__.py"] = f"# {source.subtree} of {name}\n"
     return files
 
 

@@ -10,6 +10,9 @@ Trees enter builds without .git, and three upstreams behave differently then:
   for an SGLang older than 0.5.7, which imports what the pinned SGLang lacks;
 - causal-conv1d's setup.py hands HIP_ARCHITECTURES to the compiler as one
   ``--offload-arch=`` flag, which takes one arch or several joined by commas.
+- sgl-kernel's distribution is sglang-kernel (its setup_rocm.py and pyproject_rocm.toml),
+  not sgl_kernel as its folder and module are named, and its version is read from the
+  pyproject.toml beside setup_rocm.py.
 The files here do exactly that much, in as few lines as it takes.
 """
 
@@ -27,12 +30,42 @@ build-backend = "setuptools.build_meta"
 """
 
 VLLM_SETUP = '''"""vLLM (demo): a C extension compiled through ccache, like vLLM's CMake build,
-and a version from setuptools_scm, like vLLM's get_vllm_version."""
+a version from setuptools_scm, like vLLM's get_vllm_version, and triton_kernels cloned at
+configure time unless TRITON_KERNELS_SRC_DIR gives the folder, like vLLM's CMake does: this
+script runs the FetchContent of the CMake files beside it in miniature."""
 
+import glob
 import os
+import re
+import shutil
+import subprocess
 
 import setuptools
 from setuptools_scm import get_version
+
+
+def triton_kernels():
+    """The triton_kernels folder: given, or cloned at the tag CMakeLists.txt's include names."""
+    given = os.getenv("TRITON_KERNELS_SRC_DIR")
+    if given:
+        return given
+    with open("CMakeLists.txt") as cmake:
+        included = re.search(r"include\\((\\S+triton_kernels\\.cmake)\\)", cmake.read()).group(1)
+    with open(included) as declared:
+        text = declared.read()
+    repo = re.search(r"GIT_REPOSITORY (\\S+)", text).group(1)
+    tag = re.search(r'DEFAULT_TRITON_KERNELS_TAG "(\\S+)"', text).group(1)
+    subprocess.run(["git", "clone", "--depth=1", "--branch", tag, repo, ".deps/triton"], check=True)
+    return ".deps/triton/python/triton_kernels/triton_kernels"
+
+
+def install_triton_kernels():
+    """Its Python files into vllm/third_party/triton_kernels, as vLLM's CMake installs them."""
+    target = "vllm/third_party/triton_kernels"
+    os.makedirs(target, exist_ok=True)
+    open("vllm/third_party/__init__.py", "a").close()
+    for path in glob.glob(os.path.join(triton_kernels(), "*.py")):
+        shutil.copy(path, target)
 
 
 def get_vllm_version() -> str:
@@ -47,14 +80,60 @@ def get_vllm_version() -> str:
 os.environ.setdefault("CC", "ccache gcc")
 with open("requirements/rocm.txt") as listed:
     requires = [line.strip() for line in listed if line.strip() and not line.startswith("#")]
+install_triton_kernels()
 setuptools.setup(
     name="vllm",
     version=get_vllm_version(),
-    packages=["vllm"],
+    packages=["vllm", "vllm.third_party", "vllm.third_party.triton_kernels"],
     ext_modules=[setuptools.Extension("vllm._C", ["csrc/ops_a.c", "csrc/ops_b.c"])],
     install_requires=requires,
 )
 '''
+
+# vLLM's CMake files in miniature: the lines that fetch triton_kernels, as upstream's read.
+VLLM_CMAKELISTS = """# vLLM (demo): the lines of vLLM's CMakeLists.txt that fetch at configure time.
+cmake_minimum_required(VERSION 3.26)
+project(vllm_extensions LANGUAGES CXX)
+include(FetchContent)
+set(VLLM_GPU_LANG "HIP")
+
+# For CUDA and HIP builds also build the triton_kernels external package.
+if(VLLM_GPU_LANG STREQUAL "CUDA" OR VLLM_GPU_LANG STREQUAL "HIP")
+    include(cmake/external_projects/triton_kernels.cmake)
+endif()
+"""
+
+
+def triton_kernels_cmake(repo: str, tag: str) -> str:
+    """vLLM's cmake/external_projects/triton_kernels.cmake, its fetch pointed at ``repo``."""
+    return f"""# Install OpenAI triton_kernels (demo: from the demo's triton)
+
+set(DEFAULT_TRITON_KERNELS_TAG "{tag}")
+
+if (DEFINED ENV{{TRITON_KERNELS_SRC_DIR}})
+  FetchContent_Declare(
+          triton_kernels
+          SOURCE_DIR $ENV{{TRITON_KERNELS_SRC_DIR}}
+  )
+else()
+  FetchContent_Declare(
+          triton_kernels
+          GIT_REPOSITORY {repo}
+          GIT_TAG ${{DEFAULT_TRITON_KERNELS_TAG}}
+          GIT_PROGRESS TRUE
+          SOURCE_SUBDIR python/triton_kernels/triton_kernels
+  )
+endif()
+"""
+
+
+TRITON_KERNELS = {  # the folder of triton's tree vLLM takes, and a file beside it
+    "README.md": "triton (demo): only python/triton_kernels/triton_kernels/ is vLLM's.\n",
+    "python/triton_kernels/triton_kernels/__init__.py": '"""triton_kernels (demo)."""\n',
+    "python/triton_kernels/triton_kernels/matmul_ogs.py": (
+        '"""triton_kernels\' matmul (demo)."""\n\nBLOCK = 128\n'
+    ),
+}
 
 VLLM_INIT = '''"""vLLM (demo)."""
 
@@ -126,13 +205,26 @@ class Engine:
 
 SETUP_ROCM = [
     '''"""sgl-kernel (demo): the ROCm setup script in miniature, around the lines the
-real patch touches. It records the hipcc flags a real build would pass."""
+real patch touches. It records the hipcc flags a real build would pass. As upstream's, it
+names the distribution sglang-kernel and reads its version from the pyproject.toml beside
+it: the ROCm one only once pyproject_rocm.toml is copied over it."""
 
 import os
+from pathlib import Path
 
 import setuptools
 
+root = Path(__file__).parent.resolve()
 arch = "x86_64"
+
+
+def _get_version():
+    with open(root / "pyproject.toml") as f:
+        for line in f:
+            if line.startswith("version"):
+                return line.split("=")[1].strip().strip('"')
+
+
 cxx_flags = ["-O3"]
 ''',
     """)
@@ -144,9 +236,28 @@ hipcc_flags = [
 
 with open("sgl_kernel/_build.py", "w") as out:
     out.write(f"HIPCC_FLAGS = {hipcc_flags!r}\\n")
-setuptools.setup(name="sgl-kernel", version="0.3.0", packages=["sgl_kernel"])
+setuptools.setup(name="sglang-kernel", version=_get_version(), packages=["sgl_kernel"])
 """,
 ]
+
+
+# sgl-kernel's two pyprojects, as upstream's name and version them: the distribution is
+# sglang-kernel, not the folder's or the module's name.
+def sgl_kernel_pyproject(requires: str, backend: str) -> str:
+    return f"""[build-system]
+requires = ["{requires}"]
+build-backend = "{backend}"
+
+[project]
+name = "sglang-kernel"
+version = "0.4.2.post2"
+"""
+
+
+SGL_KERNEL_PYPROJECT_ROCM = sgl_kernel_pyproject("setuptools", "setuptools.build_meta")
+SGL_KERNEL_PYPROJECT_CUDA = sgl_kernel_pyproject(
+    "scikit-build-core>=0.10", "scikit_build_core.build"
+)
 
 SGL_KERNEL_INIT = '''"""sgl-kernel (demo)."""
 

@@ -118,8 +118,8 @@ def _git(root: Path, served: Path) -> dict[str, list[str]]:
             git("add", "--all", cwd=work, env=_IDENTITY)
             git("commit", "--quiet", "--no-verify", "-m", message, cwd=work, env=_IDENTITY)
             ids.append(git("rev-parse", "HEAD", cwd=work).strip())
-        if name == "flash_attention":
-            git("tag", "v2.8.3", ids[0], cwd=work, env=_IDENTITY)
+        if name in upstreams.TAGS:
+            git("tag", upstreams.TAGS[name], ids[0], cwd=work, env=_IDENTITY)
         bare = served / f"{name}.git"
         git("clone", "--quiet", "--bare", str(work), str(bare), env=_IDENTITY)
         git("update-server-info", cwd=bare)

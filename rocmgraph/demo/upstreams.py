@@ -17,6 +17,7 @@ from __future__ import annotations
 from rocmgraph import patches
 from rocmgraph.demo import buildfiles as b
 from rocmgraph.demo import patchimages
+from rocmgraph.demo.profile import HTTP_PORT
 
 History = list[tuple[str, dict[str, str]]]  # (message, files written by that commit)
 
@@ -51,6 +52,11 @@ def framed(patch: str, file: str, frame: list[str]) -> str:
     return frame[0] + "".join(hunk.text + text for hunk, text in zip(found, frame[1:], strict=True))
 
 
+# The demo's triton, whose triton_kernels folder the demo vLLM's build fetches unless given.
+TRITON_URL = f"http://127.0.0.1:{HTTP_PORT}/git/triton.git"
+TRITON_TAG = "v3.5.1"
+TAGS = {"flash_attention": "v2.8.3", "triton": TRITON_TAG}  # on each one's first commit
+
 # source -> (package, version, the variable its build takes the archs from)
 RECORDING = {
     "mbridge": ("mbridge", "0.15.1", "PYTORCH_ROCM_ARCH"),
@@ -82,6 +88,10 @@ def histories() -> dict[str, History]:
                     "vllm/__init__.py": b.VLLM_INIT,
                     "csrc/ops_a.c": b.OPS_A,
                     "csrc/ops_b.c": b.ops_b("return value;"),
+                    "CMakeLists.txt": b.VLLM_CMAKELISTS,
+                    "cmake/external_projects/triton_kernels.cmake": b.triton_kernels_cmake(
+                        TRITON_URL, TRITON_TAG
+                    ),
                 },
             ),
             (
@@ -101,10 +111,8 @@ def histories() -> dict[str, History]:
                     "python/sglang/srt/entrypoints/__init__.py": "",
                     "python/sglang/srt/entrypoints/engine.py": b.SGLANG_ENGINE,
                     "sgl-kernel/setup_rocm.py": setup_rocm,
-                    "sgl-kernel/pyproject_rocm.toml": (
-                        '[build-system]\nrequires = ["setuptools"]\n'
-                        'build-backend = "setuptools.build_meta"\n'
-                    ),
+                    "sgl-kernel/pyproject_rocm.toml": b.SGL_KERNEL_PYPROJECT_ROCM,
+                    "sgl-kernel/pyproject.toml": b.SGL_KERNEL_PYPROJECT_CUDA,
                     "sgl-kernel/setup.py": 'raise SystemExit("CUDA build: use setup_rocm.py")\n',
                     "sgl-kernel/sgl_kernel/__init__.py": b.SGL_KERNEL_INIT,
                 },
@@ -114,6 +122,7 @@ def histories() -> dict[str, History]:
                 {"python/sglang/__init__.py": b.sglang_init("second")},
             ),
         ],
+        "triton": [("triton 3.5.1 (demo)", b.TRITON_KERNELS)],
         "verl": [
             (
                 "verl 0.7.0 (demo)",

@@ -1,0 +1,554 @@
+"""What a source tree's build does by itself, read from its files without running them.
+
+Four kinds of fact, each with the file and line it was read from: the distribution the
+build produces (its name, and where its version comes from), every fetch the build makes
+by itself (CMake's FetchContent and ExternalProject, downloads in setup.py), and the
+arch variables it reads with the separator it splits them on. Every function here is
+pure: a tree is a ``Read`` (a path relative to the tree's root -> its text, or None), so
+the same readers serve a fetched tree and the upstream excerpts the tests commit.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import re
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+Read = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Where:
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+class VersionFrom(StrEnum):
+    STATIC = "static"  # written in the tree: the pins' version must be it
+    GIT = "git"  # setuptools_scm: a tree without .git has none (or a fallback)
+    UNKNOWN = "unknown"  # computed by code this reader does not follow
+
+
+@dataclass(frozen=True)
+class Dist:
+    name: str
+    version: str  # the static version, or setuptools_scm's fallback ("" for none)
+    version_from: VersionFrom
+    where: Where
+    # Variables that give a git-versioned build its version: setuptools_scm's, and those
+    # the version function reads (vLLM's VLLM_VERSION_OVERRIDE).
+    version_env: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """A download the build makes by itself."""
+
+    what: str  # the URL; for a download in Python whose URL is computed, file:function
+    ref: str  # the tag or commit it asks for ("" when none is named)
+    where: Where
+    conditions: tuple[str, ...] = ()  # the CMake conditions it runs under, outermost first
+
+    @property
+    def unless(self) -> str:
+        """The variable whose being set skips it (``TRITON_KERNELS_SRC_DIR``), or ""."""
+        for condition in self.conditions:
+            found = re.fullmatch(r"NOT \(DEFINED ENV\{(\w+)\}\)", condition)
+            if found:
+                return found.group(1)
+        return ""
+
+
+class Split(StrEnum):
+    SEMICOLON = "semicolon"
+    COMMA = "comma"
+    EITHER = "either"  # the build takes both (sgl-kernel's patched setup_rocm.py)
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class ArchRead:
+    variable: str
+    split: Split
+    where: Where
+
+
+# ---------------------------------------------------------------- the distribution
+
+
+def dist(read: Read, folder: str = ".") -> Dist | None:
+    """The distribution ``folder`` builds: pyproject's [project] first, as setuptools
+    takes it, then setup.py's ``setup(name=..., version=...)``; None if neither names it."""
+    pyproject, setup = join(folder, "pyproject.toml"), join(folder, "setup.py")
+    table = _toml(read(pyproject))
+    project = _table(table, "project")
+    called = _setup_call(read(setup), setup)
+    name = str(project.get("name") or (called.name if called else ""))
+    if not name:
+        return None
+    where = called.where if called else Where(setup, 0)
+    if project.get("name"):
+        where = Where(pyproject, _line_of(read(pyproject), "name"))
+    from_file = _table(table, "tool", "setuptools", "dynamic", "version")
+    if "version" in project:
+        return Dist(name, str(project["version"]), VersionFrom.STATIC, where)
+    if "file" in from_file:
+        text = read(join(folder, str(from_file["file"]))) or ""
+        return Dist(name, text.strip(), VersionFrom.STATIC, where)
+    if called and called.version:
+        return Dist(name, called.version, VersionFrom.STATIC, where)
+    if "setuptools_scm" in _table(table, "tool"):
+        honored = (
+            "SETUPTOOLS_SCM_PRETEND_VERSION",
+            f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{_scm_suffix(name)}",
+            *(called.version_env if called else ()),
+        )
+        fallback = str(_table(table, "tool", "setuptools_scm").get("fallback_version", ""))
+        return Dist(name, fallback, VersionFrom.GIT, where, tuple(dict.fromkeys(honored)))
+    return Dist(name, "", VersionFrom.UNKNOWN, where)
+
+
+def _table(table: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The table at ``keys``, or {} where a key is missing or not a table."""
+    for key in keys:
+        found = table.get(key)
+        table = found if isinstance(found, dict) else {}
+    return table
+
+
+def _scm_suffix(name: str) -> str:
+    """setuptools_scm's name in SETUPTOOLS_SCM_PRETEND_VERSION_FOR_<NAME>."""
+    return re.sub(r"[-_.]+", "_", name).upper()
+
+
+@dataclass(frozen=True)
+class _Setup:
+    name: str
+    version: str  # a literal version, or "" when computed
+    where: Where
+    version_env: tuple[str, ...]  # variables the computing function reads
+
+
+def _setup_call(text: str | None, file: str) -> _Setup | None:
+    tree = _python(text)
+    if tree is None:
+        return None
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    constants = {  # PACKAGE_NAME = "causal_conv1d" at the top, named in setup()
+        node.targets[0].id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called(node) == "setup":
+            args = {kw.arg: kw.value for kw in node.keywords if kw.arg}
+            name, version = (_resolved(args.get(key), constants) for key in ("name", "version"))
+            computed = version if isinstance(version, ast.Call) else None
+            env: tuple[str, ...] = ()
+            if computed is not None and _called(computed) in functions:
+                env = tuple(read.variable for read in _env_reads(functions[_called(computed)]))
+            return _Setup(
+                _literal(name),
+                _literal(version),
+                Where(file, node.lineno),
+                env,
+            )
+    return None
+
+
+def package_version(read: Read, folder: str, found: Dist) -> Dist | None:
+    """A version setup.py computes, read where such code reads it: ``__version__ = "..."``
+    in the package named like the distribution (causal-conv1d's get_package_version)."""
+    package = re.sub(r"[-.]+", "_", found.name)
+    file = join(folder, f"{package}/__init__.py")
+    text = read(file)
+    stated = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", text or "", re.MULTILINE)
+    if not stated:
+        return None
+    line = (text or "").count("\n", 0, stated.start()) + 1
+    return Dist(found.name, stated.group(1), VersionFrom.STATIC, Where(file, line))
+
+
+# ---------------------------------------------------------------- fetches
+
+
+CMAKE_BACKENDS = {"scikit_build_core", "py_build_cmake", "cmake_build_extension"}
+
+
+def runs_cmake(read: Read, folder: str = ".") -> bool:
+    """Whether building ``folder`` runs its CMakeLists.txt: a CMake build backend, or a
+    setup.py that runs cmake (vLLM's); sgl-kernel's ROCm build (setuptools, setup_rocm.py)
+    never reads the CMake file beside it."""
+    backend = str(
+        _table(_toml(read(join(folder, "pyproject.toml"))), "build-system").get("build-backend", "")
+    )
+    if backend.split(".", maxsplit=1)[0] in CMAKE_BACKENDS:
+        return True
+    tree = _python(read(join(folder, "setup.py")))
+    return tree is not None and any(
+        text == "cmake" or text.endswith("CMakeLists.txt") for text in _strings(tree)
+    )
+
+
+def cmake_fetches(read: Read, folder: str = ".") -> list[Fetch]:
+    """Every FetchContent_Declare and ExternalProject_Add with a repository or URL that
+    ``folder``/CMakeLists.txt runs, following its include()s, with the conditions around;
+    none where its build runs no CMake."""
+    if not runs_cmake(read, folder):
+        return []
+    project = _CMake(read, folder)
+    project.run(join(folder, "CMakeLists.txt"), [])
+    return project.found
+
+
+def python_fetches(read: Read, script: str) -> list[Fetch]:
+    """Downloads in a setup script: urllib's and requests' calls, and curl, wget or git
+    clone run as commands."""
+    tree = _python(read(script))
+    if tree is None:
+        return []
+    found = []
+    guards = _early_returns(tree)
+    for function, node in _nodes_in_functions(tree):
+        if _downloads(node):
+            url = next((v for v in _strings(node) if "://" in v), "")
+            skipped_by = [f"NOT (DEFINED ENV{{{guards[function]}}})"] if function in guards else []
+            found.append(
+                Fetch(
+                    url or f"{script}:{function}",
+                    "",
+                    Where(script, getattr(node, "lineno", 0)),
+                    tuple(skipped_by),
+                )
+            )
+    return found
+
+
+def _early_returns(tree: ast.Module) -> dict[str, str]:
+    """function -> the variable whose being set makes it return before anything else:
+    ``given = os.getenv("X")`` then ``if given: return given`` (a tree it is given)."""
+    found = {}
+    for function, node in _nodes_in_functions(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        names = {}
+        for statement in node.body:
+            if isinstance(statement, ast.Assign) and _env_name(statement.value):
+                names[getattr(statement.targets[0], "id", "")] = _env_name(statement.value)
+            elif isinstance(statement, ast.If) and isinstance(statement.body[-1], ast.Return):
+                test = statement.test
+                variable = names.get(getattr(test, "id", ""), "") or _env_name(test)
+                if variable:
+                    found[function] = variable
+                break
+            else:
+                break
+    return found
+
+
+def _downloads(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call) and _called(node) in {"urlretrieve", "urlopen"}:
+        return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        owner = node.func.value
+        if isinstance(owner, ast.Name) and owner.id == "requests":
+            return True
+    if isinstance(node, (ast.List, ast.Tuple)):
+        words = [_literal(elt) for elt in node.elts[:2]]
+        return words[:1] in (["curl"], ["wget"]) or words == ["git", "clone"]
+    return False
+
+
+# ---------------------------------------------------------------- arch variables
+
+
+def arch_reads(read: Read, script: str) -> list[ArchRead]:
+    """The arch variables a setup script reads from the environment, and how it splits them."""
+    tree = _python(read(script))
+    if tree is None:
+        return []
+    return [read for read in _env_reads(tree, script) if _is_arch(read.variable)]
+
+
+def cmake_arch_reads(read: Read, folder: str = ".") -> list[ArchRead]:
+    """``$ENV{...ARCH...}`` in the CMake files ``folder`` runs: a CMake list, split on ';'."""
+    if not runs_cmake(read, folder):
+        return []
+    found: list[ArchRead] = []
+    for file, text in _cmake_files(read, folder):
+        for number, line in enumerate(text.splitlines(), 1):
+            for variable in re.findall(r"\$ENV\{(\w+)\}", line.split("#", 1)[0]):
+                if _is_arch(variable):
+                    found.append(ArchRead(variable, Split.SEMICOLON, Where(file, number)))
+    return found
+
+
+def _is_arch(variable: str) -> bool:
+    return "ARCH" in variable and variable not in {"ARCH", "ARCHFLAGS"}
+
+
+def _env_reads(tree: ast.AST, file: str = "") -> Iterator[ArchRead]:
+    """Each ``os.environ.get("X")``, ``os.getenv("X")`` and ``os.environ["X"]``, with the
+    separator the code splits the value on."""
+    assigned = _assignments(tree)
+    for node in ast.walk(tree):
+        variable = _env_name(node)
+        if variable:
+            split = _split_of(node, assigned.get(id(node), ""), tree)
+            yield ArchRead(variable, split, Where(file, getattr(node, "lineno", 0)))
+
+
+def _env_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Call) and _called(node) in {"getenv", "get"} and node.args:
+        func = node.func
+        owner = func.value if isinstance(func, ast.Attribute) else None
+        if _called(node) == "get" and not (
+            isinstance(owner, ast.Attribute) and owner.attr == "environ"
+        ):
+            return ""
+        return _literal(node.args[0])
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+        return _literal(node.slice) if node.value.attr == "environ" else ""
+    return ""
+
+
+def _assignments(tree: ast.AST) -> dict[int, str]:
+    """id(read) -> the name it is assigned to, where a read is assigned whole."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            found[id(node.value)] = node.targets[0].id
+    return found
+
+
+def _split_of(read: ast.AST, name: str, tree: ast.AST) -> Split:
+    """How the value of ``read`` (or the variable ``name`` it went to) is split."""
+    seps: set[str] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"split", "replace"}
+            and _mentions(node.func.value, read, name)
+        ):
+            seps |= {s for s in map(_literal, node.args) if s in {";", ","}}
+        if isinstance(node, ast.JoinedStr) and _flag_of(node, read, name):
+            return Split.COMMA  # one --offload-arch=... flag: the compiler takes a, b
+    if seps == {";", ","}:
+        return Split.EITHER
+    if seps:
+        return Split.SEMICOLON if seps == {";"} else Split.COMMA
+    return Split.UNKNOWN
+
+
+def _mentions(node: ast.AST, read: ast.AST, name: str) -> bool:
+    return any(
+        sub is read or (isinstance(sub, ast.Name) and sub.id == name and name)
+        for sub in ast.walk(node)
+    )
+
+
+def _flag_of(node: ast.JoinedStr, read: ast.AST, name: str) -> bool:
+    for before, value in zip(node.values, node.values[1:], strict=False):
+        if isinstance(value, ast.FormattedValue) and _mentions(value.value, read, name):
+            text = _literal(before)
+            if text.endswith("--offload-arch="):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------- CMake, read as it runs
+
+_COMMAND = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
+
+
+@dataclass(frozen=True)
+class _Command:
+    name: str
+    args: tuple[str, ...]
+    line: int
+    text: str = field(default="")  # the arguments as written (a condition)
+
+
+def _commands(text: str) -> Iterator[_Command]:
+    """CMake's commands in ``text``, comments left out: name, arguments, line."""
+    clean = _strip_comments(text)
+    position = 0
+    while found := _COMMAND.search(clean, position):
+        depth, end = 1, found.end()
+        while end < len(clean) and depth:
+            depth += {"(": 1, ")": -1}.get(clean[end], 0)
+            end += 1
+        inside = clean[found.end() : end - 1]
+        args = tuple(
+            quoted if quoted or not bare else bare for quoted, bare in _ARG.findall(inside)
+        )
+        line = clean.count("\n", 0, found.start()) + 1
+        yield _Command(found.group(1).lower(), args, line, " ".join(inside.split()))
+        position = end
+
+
+def _strip_comments(text: str) -> str:
+    """Comments replaced by spaces (line numbers kept), quoted strings left alone."""
+    out, quoted, i = [], False, 0
+    while i < len(text):
+        char = text[i]
+        if char == '"' and (i == 0 or text[i - 1] != "\\"):
+            quoted = not quoted
+        if char == "#" and not quoted:
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            out.append(" " * (end - i))
+            i = end
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+@dataclass
+class _CMake:
+    """One reading of a CMake project: the variables set so far, the files read, the
+    fetches found (CMake runs include()d files in the scope of the includer)."""
+
+    read: Read
+    folder: str
+    variables: dict[str, str] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    found: list[Fetch] = field(default_factory=list)
+
+    def run(self, file: str, conditions: list[str]) -> None:
+        text = self.read(file)
+        if text is None or file in self.seen:
+            return
+        self.seen.add(file)
+        stack: list[list[str]] = []  # per open if(): the conditions of its branches so far
+        for command in _commands(text):
+            here = [*conditions, *(_branch(branches) for branches in stack)]
+            if command.name == "if":
+                stack.append([command.text])
+            elif command.name in {"elseif", "else"} and stack:
+                stack[-1].append(command.text if command.name == "elseif" else "")
+            elif command.name == "endif" and stack:
+                stack.pop()
+            else:
+                self.command(command, Where(file, command.line), here)
+
+    def command(self, command: _Command, where: Where, here: list[str]) -> None:
+        if command.name == "set" and len(command.args) >= 2:
+            self.variables[command.args[0]] = _expand(command.args[1], self.variables)
+        elif command.name == "include" and command.args:
+            scope = {**self.variables, "CMAKE_CURRENT_LIST_DIR": "."}
+            included = _expand(command.args[0], scope).removeprefix("./")
+            self.run(join(self.folder, included), here)
+        elif command.name in {"fetchcontent_declare", "externalproject_add"}:
+            fetch = _fetch_of(command, self.variables, where, tuple(here))
+            if fetch:
+                self.found.append(fetch)
+
+
+def _branch(branches: list[str]) -> str:
+    """The condition of the current branch of an if(): its own, and not the earlier ones."""
+    *earlier, current = branches
+    nots = [f"NOT ({condition})" for condition in earlier]
+    return " AND ".join([*nots, current] if current else nots)
+
+
+def _fetch_of(
+    command: _Command, variables: dict[str, str], where: Where, conditions: tuple[str, ...]
+) -> Fetch | None:
+    args = list(command.args)
+    value = {key: _expand(args[i + 1], variables) for i, key in enumerate(args[:-1])}
+    url = value.get("GIT_REPOSITORY") or value.get("URL")
+    if not url:
+        return None  # SOURCE_DIR only: what it is given, not a fetch
+    return Fetch(url, value.get("GIT_TAG", ""), where, conditions)
+
+
+def _expand(value: str, variables: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}", lambda m: variables.get(m.group(1), m.group(0)), value)
+
+
+def _cmake_files(read: Read, folder: str) -> Iterator[tuple[str, str]]:
+    """CMakeLists.txt and the files it includes, as _cmake_file follows them."""
+    project = _CMake(read, folder)
+    project.run(join(folder, "CMakeLists.txt"), [])
+    for file in sorted(project.seen):
+        yield file, read(file) or ""
+
+
+# ---------------------------------------------------------------- small readers
+
+
+def join(folder: str, path: str) -> str:
+    return posixpath.normpath(posixpath.join(folder, path))
+
+
+def parent(path: str) -> str:
+    return posixpath.dirname(path) or "."
+
+
+def _toml(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def _python(text: str | None) -> ast.Module | None:
+    if text is None:
+        return None
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
+def _line_of(text: str | None, key: str) -> int:
+    for number, line in enumerate((text or "").splitlines(), 1):
+        if re.match(rf"{key}\s*=", line):
+            return number
+    return 0
+
+
+def _resolved(node: ast.expr | None, constants: dict[str, ast.expr]) -> ast.expr | None:
+    return constants.get(node.id, node) if isinstance(node, ast.Name) else node
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _literal(node: ast.AST | None) -> str:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+
+
+def _strings(node: ast.AST) -> Iterator[str]:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            yield sub.value
+
+
+def _nodes_in_functions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
+    """Every node, with the qualified name of the function (or class) it is in."""
+
+    def walk(node: ast.AST, scope: str) -> Iterator[tuple[str, ast.AST]]:
+        for child in ast.iter_child_nodes(node):
+            named = isinstance(child, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+            inner = f"{scope}.{child.name}".lstrip(".") if named else scope  # type: ignore[attr-defined]
+            yield inner, child
+            yield from walk(child, inner)
+
+    return walk(tree, "")

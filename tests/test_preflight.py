@@ -1,0 +1,191 @@
+"""`doit preflight` on the real trees: the upstream files each fact is read from, committed
+under tests/fixtures/upstream/ at the pinned commits (SOURCES.toml names each file's
+repository, commit and sha256), read against the real pins offline."""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, delete_toml, edit_toml
+
+from rocmgraph import pins, preflight
+from rocmgraph.errors import Unchecked
+from rocmgraph.preflight import Fact, PreflightError, Row, Verdict
+
+UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
+TREES = {  # each source built here, and the committed files of its tree
+    "vllm": UPSTREAM / "vllm-project" / "vllm",
+    "sglang": UPSTREAM / "sgl-project" / "sglang",
+    "sgl_kernel": UPSTREAM / "sgl-project" / "sglang",
+    "causal_conv1d": UPSTREAM / "Dao-AILab" / "causal-conv1d",
+    "verl": UPSTREAM / "verl-project" / "verl",
+}
+
+
+def check(text: str) -> list[Row]:
+    """The rows of ``text`` (a pins file) against the committed trees."""
+    real = pins.loads(text, "pins.toml")
+
+    def fetch(name: str, _source: pins.GitSource) -> Path:
+        return TREES[name]
+
+    return preflight.check(real, fetch, sorted(TREES))
+
+
+def real_pins() -> str:
+    return (ROOT / "pins.toml").read_text()
+
+
+def row(rows: list[Row], source: str, fact: Fact, upstream: str) -> Row:
+    (found,) = [r for r in rows if (r.source, r.fact, r.upstream) == (source, fact, upstream)]
+    return found
+
+
+def test_the_fixtures_are_the_upstream_files_they_name() -> None:
+    listed = tomllib.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
+    for entry in listed:
+        owner_repo = entry["repo"].removeprefix("https://github.com/")
+        data = (UPSTREAM / owner_repo / entry["path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["path"]
+        assert len(entry["commit"]) == 40
+    named = {(e["repo"].removeprefix("https://github.com/"), e["path"]) for e in listed}
+    on_disk = {
+        (str(path.relative_to(UPSTREAM)).split("/", 2)[0] + "/"
+         + str(path.relative_to(UPSTREAM)).split("/", 2)[1],
+         str(path.relative_to(UPSTREAM)).split("/", 2)[2])
+        for path in UPSTREAM.rglob("*") if path.is_file() and path.name != "SOURCES.toml"
+    }  # fmt: skip
+    assert on_disk == named
+
+
+def test_every_fact_of_the_real_trees_matches_the_real_pins() -> None:
+    rows = check(real_pins())
+    assert [r for r in rows if r.verdict is not Verdict.OK] == []
+    assert preflight.verdict(rows) is None
+    assert row(rows, "sgl_kernel", Fact.DIST, "sglang-kernel") == Row(
+        "sgl_kernel", Fact.DIST, "sglang-kernel", "sglang-kernel", Verdict.OK,
+        "sgl-kernel/pyproject.toml:11",
+    )  # fmt: skip
+    assert row(rows, "sgl_kernel", Fact.VERSION, "0.4.2.post2").pins == "0.4.2.post2"
+    assert row(rows, "vllm", Fact.VERSION, "from git (setuptools_scm), no fallback").pins == (
+        "0.22.1rc1 in SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, VLLM_VERSION_OVERRIDE"
+    )
+    triton = row(rows, "vllm", Fact.FETCH, "https://github.com/triton-lang/triton.git v3.5.1")
+    assert (triton.pins, triton.where) == (
+        "given: TRITON_KERNELS_SRC_DIR",
+        "cmake/external_projects/triton_kernels.cmake:17",
+    )
+    arch = row(rows, "vllm", Fact.ARCH, "PYTORCH_ROCM_ARCH, split on semicolon")
+    assert arch.where == "cmake/utils.cmake:519"
+    conv = row(rows, "causal_conv1d", Fact.ARCH, "HIP_ARCHITECTURES, split on comma")
+    assert (conv.pins, conv.where) == ("given, joined by ','", "setup.py:205")
+    kernel = row(rows, "sgl_kernel", Fact.ARCH, "PYTORCH_ROCM_ARCH, split on either")
+    assert kernel.where == "sgl-kernel/setup.py:70"  # setup_rocm.py, patched, over setup.py
+    assert row(rows, "causal_conv1d", Fact.VERSION, "1.5.0.post8").where == (
+        "causal_conv1d/__init__.py:1"
+    )
+    # sgl-kernel's ROCm build runs setup_rocm.py: its CMakeLists.txt's fetches are not taken.
+    assert not [r for r in rows if r.source == "sgl_kernel" and r.fact is Fact.FETCH]
+
+
+def test_a_distribution_named_otherwise_than_the_checks_look_for_is_a_mismatch() -> None:
+    rows = check(delete_toml(real_pins(), ["sources", "sgl_kernel", "dist"]))
+    assert row(rows, "sgl_kernel", Fact.DIST, "sglang-kernel") == Row(
+        "sgl_kernel", Fact.DIST, "sglang-kernel",
+        'sgl_kernel; the checks look for it: set [sources.sgl_kernel].dist = "sglang-kernel"',
+        Verdict.MISMATCH, "sgl-kernel/pyproject.toml:11",
+    )  # fmt: skip
+    error = preflight.verdict(rows)
+    assert isinstance(error, PreflightError)
+    assert str(error) == "preflight: 1 facts of the trees differ from the pins"
+
+
+def test_a_fetch_the_build_would_make_with_the_network_off_is_a_mismatch() -> None:
+    rows = check(delete_toml(real_pins(), ["sources", "vllm", "inputs"]))
+    triton = row(rows, "vllm", Fact.FETCH, "https://github.com/triton-lang/triton.git v3.5.1")
+    assert (triton.verdict, triton.pins) == (
+        Verdict.MISMATCH,
+        "no pin gives it: pin its tree as a source and set "
+        "[sources.vllm.inputs].TRITON_KERNELS_SRC_DIR, or mark it in "
+        "[sources.vllm].skipped_fetches",
+    )
+
+
+def test_a_given_tree_must_be_the_one_the_fetch_names() -> None:
+    rows = check(edit_toml(real_pins(), ["sources", "triton_kernels", "tag"], "v3.6.0"))
+    triton = row(rows, "vllm", Fact.FETCH, "https://github.com/triton-lang/triton.git v3.5.1")
+    assert (triton.verdict, triton.pins) == (
+        Verdict.MISMATCH,
+        'given [sources.triton_kernels].tag is v3.6.0: pin "v3.5.1"',
+    )
+
+
+def test_a_mark_for_a_fetch_the_tree_does_not_make_is_stale() -> None:
+    text = edit_toml(
+        real_pins(), ["sources", "vllm", "skipped_fetches", "https://example.org/gone.git"],
+        "no longer fetched",
+    )  # fmt: skip
+    assert row(check(text), "vllm", Fact.FETCH, "no such fetch").pins == (
+        '[sources.vllm.skipped_fetches]."https://example.org/gone.git": remove it'
+    )
+
+
+def test_an_arch_list_joined_otherwise_than_the_build_splits_it_is_a_mismatch() -> None:
+    text = edit_toml(real_pins(), ["sources", "causal_conv1d", "arch_separator"], "semicolon")
+    conv = row(check(text), "causal_conv1d", Fact.ARCH, "HIP_ARCHITECTURES, split on comma")
+    assert (conv.verdict, conv.pins) == (
+        Verdict.MISMATCH,
+        "joined by ';': set [sources.causal_conv1d].arch_separator = \"comma\"",
+    )
+
+
+def test_a_git_version_without_a_variable_the_build_reads_is_a_mismatch() -> None:
+    text = edit_toml(real_pins(), ["sources", "sglang", "version_env"], ["SGLANG_VERSION"])
+    found = row(
+        check(text), "sglang", Fact.VERSION, "from git (setuptools_scm), 0.0.0.dev0 fallback"
+    )
+    assert (found.verdict, found.pins) == (
+        Verdict.MISMATCH,
+        "the tree has no .git: pin [sources.sglang].version and name one of "
+        "SETUPTOOLS_SCM_PRETEND_VERSION, SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SGLANG in "
+        "[sources.sglang].version_env",
+    )
+
+
+def test_a_tree_that_cannot_be_read_is_unread_and_the_rest_still_shown(tmp_path: Path) -> None:
+    real = pins.loads(real_pins(), "pins.toml")
+
+    def fetch(name: str, _source: pins.GitSource) -> Path:
+        return TREES[name] if name != "verl" else tmp_path / "empty"
+
+    rows = preflight.check(real, fetch, sorted(TREES))
+    unread = [r for r in rows if r.verdict is Verdict.UNREAD]
+    assert [(r.source, r.upstream) for r in unread] == [("verl", "tree not read")]
+    assert unread[0].pins.startswith("source verl: docker/patches/verl/0001-rollout-rocm-engine")
+    assert any(r.source == "vllm" and r.verdict is Verdict.OK for r in rows)
+    error = preflight.verdict(rows)
+    assert isinstance(error, Unchecked)
+    assert str(error) == "preflight: 1 facts could not be read; see the rows marked unread"
+
+
+def test_the_text_report_has_one_line_per_fact_and_the_counts() -> None:
+    rows = [
+        Row("vllm", Fact.DIST, "vllm", "vllm", Verdict.OK, "pyproject.toml:17"),
+        Row("verl", Fact.PATH, "tree not read", "no network", Verdict.UNREAD),
+    ]
+    assert preflight.as_text(rows) == [
+        "vllm  dist  vllm           ok        vllm  (pyproject.toml:17)",
+        "verl  path  tree not read  unread    no network",
+        "1 ok, 0 mismatch, 1 unread",
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_the_answer_carries_the_verdict(fmt: str) -> None:
+    rows = [Row("vllm", Fact.DIST, "vllm", "x", Verdict.MISMATCH)]
+    answer = preflight.answer(rows, fmt)
+    assert isinstance(answer.error, PreflightError)
+    assert ('"verdict": "mismatch"' in answer.lines[0]) == (fmt == "json")

@@ -6,8 +6,9 @@ build variables a source keeps) is set here, with the rest of the image's config
 so that an edit of it rebuilds this stage alone.
 
 The smoke check (rocmgraph/inimage/smoke.py) fails the build unless every package the
-pins name is installed at its pinned version and imports, and the runtime
-environment holds the pinned values. build.json is this build's provenance:
+pins name is installed at its pinned version with its modules in place (found and
+read, not imported: the build host has no GPU), and the runtime environment holds
+the pinned values. build.json is this build's provenance:
 every stage with its key, the pins it read, its image id and build time, the
 arch set, the tool's version. It comes in through the build context; the keys
 already cover everything it records. training_docker_version is the

@@ -71,14 +71,14 @@ def test_sglang_without_its_version_builds_and_the_smoke_check_fails(tmp_path: P
         "torch_memory_saver-0.0.9-py3-none-any.whl",
     ]
     # Its findings go to stderr, its count to stdout: BuildKit's log may interleave them.
+    # At build time it imports nothing (there is no GPU): the version setuptools_scm
+    # wrote tells; verl's import of the old path fails only under --imports.
     smoke = [line for line in log_lines(broken.log("manifest")) if line.startswith("smoke:")]
     assert sorted(smoke) == sorted(
         [
             "smoke: sglang: 0.0.0.dev0 is installed, the pins say 0.5.15",
-            "smoke: sglang.__version__ is 0.0.0.dev0, the pins say 0.5.15",
-            "smoke: import verl: ModuleNotFoundError: No module named "
-            "'sglang.srt.entrypoints.verl_engine'",
-            "smoke: 28 checks, 3 failed",  # sgl-kernel checked too
+            "smoke: sglang.__version__ is 0.0.0.dev0 in sglang/_version.py, the pins say 0.5.15",
+            "smoke: 28 checks, 2 failed",  # sgl-kernel checked too
         ]
     )
     lines = failed.stderr.splitlines()

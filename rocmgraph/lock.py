@@ -146,7 +146,7 @@ def resolve(run: Run, outside: Outside) -> Result:
     _packages(pins, outside.http, asked, result)
     seen = {c.path for c in result.changes} | {u.path for u in result.unresolved}
     for item in missing:
-        if item.path not in seen:  # a version a build reads from git: a choice, not a lookup
+        if item.path not in seen:  # a wheel with no version, a version a build reads from git
             result.unresolved.append(Unresolved(item.path, item.why, failed=False))
     return result
 
@@ -192,6 +192,10 @@ def _packages(pins: Pins, http: Http, asked: Set[PinPath], result: Result) -> No
 
 
 def _wheel(run: Run, outside: Outside, name: str, wheel: Wheel, result: Result) -> None:
+    """A wheel's file, found in its index by its version, and the file's sha256; with
+    neither file nor version pinned there is nothing to look up: the choice is the user's."""
+    if not wheel.file and not wheel.version:
+        return
     python = run.pins.python.version
     file = wheel.file or result.attempt(
         ("wheels", name, "file"), "", lambda: _listed_file(outside.http, python, name, wheel)

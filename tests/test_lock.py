@@ -6,6 +6,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -38,18 +39,28 @@ def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world:
     assert "# exact apt version: `doit lock` reads it from the repository" in after
 
 
-def test_locked_refuses_unlocked_pins_and_accepts_locked_ones(world: World) -> None:
+def refused_as_unlocked(world: World) -> str:
+    """What `doit lock locked=1` names as not locked, the rest of its refusal checked."""
     refused = run_doit("lock", f"pins={world.pins}", "locked=1", env=world.env)
     assert refused.returncode == 1
-    assert refused.stderr == (
-        f"error: {world.pins} is not locked: [rocm].key_sha256, [wheels.apex].file, "
+    said = re.fullmatch(
+        f"error: {re.escape(str(world.pins))} is not locked: (.+); "
+        "run `doit lock` where the network allows and commit the pins file\n",
+        refused.stderr,
+    )
+    assert said, refused.stderr
+    return said[1]
+
+
+def test_locked_refuses_unlocked_pins_and_accepts_locked_ones(world: World) -> None:
+    assert refused_as_unlocked(world) == (
+        "[rocm].key_sha256, [wheels.apex].file, "
         "[wheels.apex].sha256, [wheels.torch].file, [wheels.torch].sha256, "
         "[wheels.torchaudio].file, [wheels.torchaudio].sha256, [wheels.torchvision].file, "
         "[wheels.torchvision].sha256, [wheels.triton].file, [wheels.triton].sha256, "
         "[sources.aiter].commit, [sources.flash_attention].commit, "
         "[sources.torch_memory_saver].commit, [sources.transformer_engine].commit, "
-        "[sources.sgl_kernel].tree; "
-        "run `doit lock` where the network allows and commit the pins file\n"
+        "[sources.sgl_kernel].tree"
     )
     locked = run_doit("lock", f"pins={world.pins}", env=world.env)
     assert locked.returncode == 0
@@ -114,6 +125,33 @@ def test_the_real_profile_locks_what_its_builds_need_then_passes_locked(tmp_path
         accepted = run_doit("lock", f"pins={world.pins}", "locked=1", env=world.env)
         assert accepted.returncode == 0, accepted.stderr
         assert accepted.stdout == f".  lock\n{world.pins} is locked\n"
+
+
+def test_the_real_profile_with_nothing_provided_asks_for_its_wheels(tmp_path: Path) -> None:
+    """From a plain base the wheels stage installs the wheels: each is asked, found in the
+    index by its version, and one with no version is left for the user to pin (a choice,
+    not a failed lookup: the lock exits 0, and locked=1 names it)."""
+    with make_world(tmp_path, PINS, {("base", "provides"): []}, RELEASE_714) as world:
+        result = run_doit("lock", f"pins={world.pins}", env=world.env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        locked = pins.load(world.pins).wheels
+        for name in ("torch", "triton"):
+            assert f"locked [wheels.{name}].file: (empty) -> {RELEASE_714[name]}" in lines
+            assert locked[name].sha256 == hashlib.sha256(wheel_bytes(name)).hexdigest()
+        assert (
+            "left open [wheels.apex].file: exact wheel file unknown, and no version to find it "
+            "by; pin the version (`doit lock` then finds the file) or the exact file"
+        ) in lines
+        assert (
+            "left open [wheels.apex].version: no version pinned, and `doit lock` picks none; "
+            "pin the version to install"
+        ) in lines
+        assert refused_as_unlocked(world) == (
+            "[wheels.apex].version, [wheels.apex].file, [wheels.apex].sha256, "
+            "[wheels.torchaudio].version, [wheels.torchaudio].file, [wheels.torchaudio].sha256, "
+            "[wheels.torchvision].version, [wheels.torchvision].file, [wheels.torchvision].sha256"
+        )
 
 
 MULTI = """\

@@ -238,7 +238,7 @@ def build_stages(
     from rocmgraph.lock import check_closures, check_locked
 
     if run.options.locked:
-        check_locked(run.pins)
+        check_locked(run)
     for name in [name for name in names if is_built(run, engine, name)]:
         if _cache_answers(run) and not is_cached(run, outside, name):
             _push_soon(run, engine, name)  # built before the cache was set, or a push failed

@@ -68,9 +68,10 @@ def key_versions(pins: Pins) -> str:
         ("ROCm", pins.rocm.version, ", ".join(repo.url for repo in pins.rocm.repos.values())),
         ("Python", pins.python.version, pins.python.venv),
     ]
+    # A base that provides the wheels is checked for their versions: no file is locked.
+    unlocked = "in the base image" if "wheels" in pins.base.provides else "file not locked yet"
     rows += [
-        (name, w.version or "not pinned", w.file or "file not locked yet")
-        for name, w in pins.wheels.items()
+        (name, w.version or "not pinned", w.file or unlocked) for name, w in pins.wheels.items()
     ]
     for name, source in pins.sources.items():
         at = _at(source.commit, source.tag) + _patches(len(source.patches))

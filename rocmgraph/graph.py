@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rocmgraph.errors import GraphError, PinsError, shown
-from rocmgraph.pins import GitSource, PinPath, Pins
+from rocmgraph.pins import GitSource, Missing, PinPath, Pins, is_under
 from rocmgraph.spelling import suggest
 
 
@@ -26,6 +26,19 @@ class Fetch(StrEnum):
     ROCM_KEY = "rocm_key"  # ROCm's apt key, by sha256
     BASE_KEYS = "base_keys"  # the keys of the base's apt repositories, by sha256
     PROVENANCE = "provenance"  # build.json, for the manifest
+
+    @property
+    def pins(self) -> tuple[PinPath, ...]:
+        """The pins only this fetch needs: a stage the base provides fetches nothing."""
+        return _FETCHED_BY[self]
+
+
+_FETCHED_BY: Mapping[Fetch, tuple[PinPath, ...]] = {
+    Fetch.WHEELS: (("wheels",),),  # each file and sha256, and the version that finds the file
+    Fetch.ROCM_KEY: (("rocm", "key_sha256"), ("rocm", "packages")),  # and what apt installs
+    Fetch.BASE_KEYS: (("base", "repos"),),
+    Fetch.PROVENANCE: (),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +85,14 @@ class Stage:
                 if path[:1] == ("sources",) and len(path) >= 2 and path[2:3] in ((), ("commit",))
             )
         )
+
+    @property
+    def fetched(self) -> tuple[PinPath, ...]:
+        """The pins only its build needs: its sources' (commit, tree, the version its build
+        is given) and what it fetches. A stage the base provides only checks versions, an
+        empty one passing any: it needs none of these."""
+        fetched = (path for fetch in self.fetches for path in fetch.pins)
+        return (*(("sources", name) for name in self.sources), *fetched)
 
 
 # How assemble installs what a source stage built, and whether the manifest stage keeps its
@@ -163,6 +184,20 @@ class Graph:
             if stage.name not in gone
         }  # fmt: skip
         return Graph(kept, tuple(name for name in self.order if name in kept))
+
+    def asked(self, pins: Pins) -> list[Missing]:
+        """What of ``pins.missing()`` a build needs: not what only stages the base provides
+        would fetch (a wheel's file, a short commit of aiter), nor a version only they check."""
+        provided = set(pins.base.provides)
+        fetched = tuple(path for stage in self for path in stage.fetched)
+        needed = tuple(
+            path for stage in self if stage.name not in provided for path in stage.fetched
+        )
+        return [
+            missing
+            for missing in pins.missing()
+            if is_under(missing.path, needed) or not is_under(missing.path, fetched)
+        ]
 
     def check(self, pins: Pins) -> None:
         """What the pins say that only the stages can tell wrong: a source no stage builds

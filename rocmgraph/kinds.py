@@ -406,6 +406,9 @@ VERSION = Kind(
     "write an exact PEP 440 version such as 1.2.3",
     missing="no exact version; `doit lock` resolves one",
 )
+WHEEL_VERSION = dataclasses.replace(
+    VERSION, missing="no version pinned, and `doit lock` picks none; pin the version to install"
+)
 APT_VERSION = Kind(
     "apt version",
     _regex(r"[0-9][A-Za-z0-9.+~:-]*", "a Debian package version"),

@@ -1,11 +1,12 @@
 """`doit lock`: fill in what can only be known online, and write it into the pins file.
 
-It records exact wheel file names and their sha256, the full id behind a
-short commit (or the commit a tag or branch names when none is pinned), the
-apt keys' sha256, the base image's digest, and the version an unpinned Python
-or apt package would install today. The pins file is rewritten with tomlkit
-(comments and layout kept), atomically. ``locked=1`` changes nothing: it
-fails when anything is still unlocked, for CI.
+It records exact wheel file names and their sha256, the full id behind a short commit
+(or the commit a tag or branch names when none is pinned), the apt keys' sha256, the base
+image's digest, and the version an unpinned Python or apt package would install today;
+only what a build needs (Graph.asked): a stage the base image provides fetches nothing,
+so its wheels, ROCm key and commits stay as pinned. The pins file is rewritten with
+tomlkit (comments and layout kept), atomically. ``locked=1`` changes nothing: it fails
+when anything a build needs is still unlocked, for CI.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,13 +58,13 @@ class Result:
         return new
 
 
-def check_locked(pins: Pins) -> None:
-    """For ``locked=1``: refuse pins that still leave anything open."""
-    missing = pins.missing()
+def check_locked(run: Run) -> None:
+    """For ``locked=1``: refuse pins that still leave open anything a build needs."""
+    missing = run.graph.asked(run.pins)
     if missing:
         names = ", ".join(format_path(m.path) for m in missing)
         raise LockError(
-            f"{pins.file} is not locked: {names}; run `doit lock` where the network allows "
+            f"{run.pins.file} is not locked: {names}; run `doit lock` where the network allows "
             "and commit the pins file"
         )
 
@@ -95,29 +96,33 @@ def closure_fix(run: Run) -> str:
 
 
 def resolve(run: Run, outside: Outside) -> Result:
-    """Everything the pins of ``run`` leave open that ``outside`` can answer."""
+    """Everything the pins of ``run`` leave open, that a build needs and ``outside`` can
+    answer (nothing a stage the base provides would fetch: run.graph.asked)."""
     pins, result = run.pins, Result()
+    missing = run.graph.asked(pins)
+    asked = {m.path for m in missing}
     sources = outside.sources(pins)
     for name, wheel in pins.wheels.items():
-        _wheel(run, outside, name, wheel, result)
+        if {("wheels", name, "file"), ("wheels", name, "sha256")} & asked:
+            _wheel(run, outside, name, wheel, result)
     for name, source in pins.sources.items():
         commit: str | None = source.commit
-        if len(source.commit) != 40:
+        if ("sources", name, "commit") in asked:
             commit = result.attempt(
                 ("sources", name, "commit"),
                 source.commit,
                 lambda name=name, source=source: sources.full_id(name, source),  # type: ignore[misc]
             )
-        if source.version_env and not source.version and commit:
+        if ("sources", name, "version") in asked and commit:
             _version(sources, name, source, commit, result)
-        if source.subtree and not source.tree and commit:
+        if ("sources", name, "tree") in asked and commit:
             at = dataclasses.replace(source, commit=commit)
             result.attempt(
                 ("sources", name, "tree"),
                 "",
                 lambda name=name, at=at: sources.subtree_id(name, at),  # type: ignore[misc]
             )
-    if not pins.rocm.key_sha256:
+    if ("rocm", "key_sha256") in asked:
         key_url = pins.rocm.key_url
         result.attempt(
             ("rocm", "key_sha256"),
@@ -125,7 +130,7 @@ def resolve(run: Run, outside: Outside) -> Result:
             lambda: outside.store.fetch(key_url, "rocm.gpg.key", "", "ROCm key").sha256,
         )
     for name, repo in pins.base.repos.items():
-        if not repo.key_sha256:
+        if ("base", "repos", name, "key_sha256") in asked:
             result.attempt(
                 ("base", "repos", name, "key_sha256"),
                 "",
@@ -135,14 +140,14 @@ def resolve(run: Run, outside: Outside) -> Result:
                     ).sha256
                 ),
             )
-    if not pins.base.digest:
+    if ("base", "digest") in asked:
         image = pins.base.image
         result.attempt(("base", "digest"), "", lambda: registry.digest(image, outside.http))
-    _packages(pins, outside.http, result)
+    _packages(pins, outside.http, asked, result)
     seen = {c.path for c in result.changes} | {u.path for u in result.unresolved}
-    for missing in pins.missing():
-        if missing.path not in seen:  # a version a build reads from git: a choice, not a lookup
-            result.unresolved.append(Unresolved(missing.path, missing.why, failed=False))
+    for item in missing:
+        if item.path not in seen:  # a wheel with no version, a version a build reads from git
+            result.unresolved.append(Unresolved(item.path, item.why, failed=False))
     return result
 
 
@@ -173,20 +178,24 @@ def _version(
     )
 
 
-def _packages(pins: Pins, http: Http, result: Result) -> None:
+def _packages(pins: Pins, http: Http, asked: Set[PinPath], result: Result) -> None:
     """What an unversioned install would take today: the newest release pip installs, the
     one version the ROCm repositories list."""
-    for path, version in pins.python.packages():
-        if not version:
+    for path, _ in pins.python.packages():
+        if path in asked:
             newest = functools.partial(pypi.newest, path[-1], pins.python.version, http)
             result.attempt(path, "", newest)
-    for name, version in pins.rocm.packages.items():
-        if not version:
+    for name in pins.rocm.packages:
+        if ("rocm", "packages", name) in asked:
             listed = functools.partial(apt.version, name, pins.rocm.repos, http)
             result.attempt(("rocm", "packages", name), "", listed)
 
 
 def _wheel(run: Run, outside: Outside, name: str, wheel: Wheel, result: Result) -> None:
+    """A wheel's file, found in its index by its version, and the file's sha256; with
+    neither file nor version pinned there is nothing to look up: the choice is the user's."""
+    if not wheel.file and not wheel.version:
+        return
     python = run.pins.python.version
     file = wheel.file or result.attempt(
         ("wheels", name, "file"), "", lambda: _listed_file(outside.http, python, name, wheel)
@@ -212,7 +221,7 @@ def _listed_file(http: Http, python: str, name: str, wheel: Wheel) -> str:
 def run_lock(run: Run, outside: Outside) -> Answer:
     """`doit lock`: resolve, write what was found, and report; fails if a lookup failed."""
     if run.options.locked:
-        check_locked(run.pins)
+        check_locked(run)
         return Answer([f"{run.pins.file} is locked"])
     result = resolve(run, outside)
     if result.changes:

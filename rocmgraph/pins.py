@@ -177,7 +177,7 @@ class Wheel:
     """A prebuilt wheel, pinned by exact file name and sha256."""
 
     index: str = _kind(kinds.URL, location=True)  # the file is fixed by name and sha256
-    version: str = _kind(kinds.VERSION)
+    version: str = _kind(kinds.WHEEL_VERSION)
     file: str = _kind(kinds.WHEEL_FILE)
     sha256: str = _kind(kinds.SHA256)
 
@@ -293,6 +293,12 @@ SUBTREE_KNOBS = ("subtree", "tree")
 # Why an empty [sources.*].tree of a subtree is missing.
 TREE_UNKNOWN = "the subtree's tree id is unknown; `doit lock` records it"
 
+# Why an empty [wheels.*].file is missing when its version is empty too.
+NO_VERSION_TO_FIND = (
+    "exact wheel file unknown, and no version to find it by; pin the version "
+    "(`doit lock` then finds the file) or the exact file"
+)
+
 # Why an empty [sources.*].version with a version_env is missing.
 VERSION_FROM_GIT = (
     "its build reads its version from git, and the tree has no .git; "
@@ -373,7 +379,7 @@ class Pins:
             if leaf.kind is None or not leaf.kind.missing:
                 continue
             if leaf.value == "":
-                found.append(Missing(leaf.path, leaf.kind.missing))
+                found.append(Missing(leaf.path, self._unknown(leaf.path, leaf.kind)))
             elif leaf.kind is kinds.COMMIT and len(str(leaf.value)) < 40:
                 found.append(Missing(leaf.path, "short commit id; `doit lock` records the full id"))
         for name, source in self.sources.items():
@@ -382,6 +388,13 @@ class Pins:
             if source.subtree and not source.tree:
                 found.append(Missing(("sources", name, "tree"), TREE_UNKNOWN))
         return found
+
+    def _unknown(self, path: PinPath, kind: Kind) -> str:
+        """Why the empty value at ``path`` is missing: its kind's reason, but a wheel's file
+        that `doit lock` has no version to find by is the user's to pin."""
+        if kind is kinds.WHEEL_FILE and not self.wheels[path[1]].version:
+            return NO_VERSION_TO_FIND
+        return kind.missing
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def make_plan(
     and what the build costs on ``builders`` builders (from this machine's records, else
     from ``references``)."""
     plans = []
-    missing = run.pins.missing()
+    missing = run.graph.asked(run.pins)
     # A stage the base provides only verifies: the figure of its source build is no estimate.
     references = {
         name: ref for name, ref in (references or {}).items() if name not in run.pins.base.provides

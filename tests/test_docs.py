@@ -9,6 +9,7 @@ from conftest import ROOT, run_doit
 import stages
 from rocmgraph import docs, monolith
 from rocmgraph.run import Options, Run
+from rocmgraph.tasks import Variables
 
 
 def real_run() -> Run:
@@ -63,3 +64,17 @@ def test_the_readme_layout_names_every_module() -> None:
     for name in named:
         if "/" in name or name.endswith((".py", ".toml")):
             assert (ROOT / name.rstrip("/")).exists(), f"README's Layout names {name}"
+
+
+def test_the_real_profile_guide_runs_only_tasks_and_variables_doit_has() -> None:
+    """docs/real-profile.md's commands name tasks doit lists and variables it accepts (a
+    renamed task or variable fails here, not in a user's hands)."""
+    listed = set(run_doit("list", "--all", "-q").stdout.split())
+    commands = re.findall(r"`doit ([^`]+)`", (ROOT / "docs" / "real-profile.md").read_text())
+    assert {command.split()[0] for command in commands} == {
+        "lock", "plan", "build:image", "verify", "audit"
+    }  # fmt: skip
+    for command in commands:
+        task, *variables = command.split()
+        assert task in listed, command
+        Variables.checked(dict(variable.split("=", 1) for variable in variables))

@@ -124,6 +124,7 @@ def mutated(leaf: Leaf) -> Any:
         kinds.SHA256: "e" * 64,
         kinds.DIGEST: "sha256:" + "d" * 64,
         kinds.VERSION: "9.9.9",
+        kinds.WHEEL_VERSION: "9.9.9",
         kinds.APT_VERSION: "9.9-1",
         kinds.IMAGE: "docker.io/library/ubuntu:22.04",
         kinds.PYTHON_VERSION: "3.13",

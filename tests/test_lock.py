@@ -6,13 +6,14 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import threading
 from pathlib import Path
 
 import pytest
 from conftest import PINS, run_doit
 from servers import git
-from world import KEY, WHEELS, World, values_blanked, wheel_bytes
+from world import KEY, WHEELS, World, make_world, values_blanked, wheel_bytes
 
 from rocmgraph import pins, pinsedit
 from rocmgraph.errors import PinsError
@@ -38,18 +39,28 @@ def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world:
     assert "# exact apt version: `doit lock` reads it from the repository" in after
 
 
-def test_locked_refuses_unlocked_pins_and_accepts_locked_ones(world: World) -> None:
+def refused_as_unlocked(world: World) -> str:
+    """What `doit lock locked=1` names as not locked, the rest of its refusal checked."""
     refused = run_doit("lock", f"pins={world.pins}", "locked=1", env=world.env)
     assert refused.returncode == 1
-    assert refused.stderr == (
-        f"error: {world.pins} is not locked: [rocm].key_sha256, [wheels.apex].file, "
+    said = re.fullmatch(
+        f"error: {re.escape(str(world.pins))} is not locked: (.+); "
+        "run `doit lock` where the network allows and commit the pins file\n",
+        refused.stderr,
+    )
+    assert said, refused.stderr
+    return said[1]
+
+
+def test_locked_refuses_unlocked_pins_and_accepts_locked_ones(world: World) -> None:
+    assert refused_as_unlocked(world) == (
+        "[rocm].key_sha256, [wheels.apex].file, "
         "[wheels.apex].sha256, [wheels.torch].file, [wheels.torch].sha256, "
         "[wheels.torchaudio].file, [wheels.torchaudio].sha256, [wheels.torchvision].file, "
         "[wheels.torchvision].sha256, [wheels.triton].file, [wheels.triton].sha256, "
         "[sources.aiter].commit, [sources.flash_attention].commit, "
         "[sources.torch_memory_saver].commit, [sources.transformer_engine].commit, "
-        "[sources.sgl_kernel].tree; "
-        "run `doit lock` where the network allows and commit the pins file\n"
+        "[sources.sgl_kernel].tree"
     )
     locked = run_doit("lock", f"pins={world.pins}", env=world.env)
     assert locked.returncode == 0
@@ -71,6 +82,76 @@ def test_lock_that_cannot_reach_an_index_writes_what_it_found_and_fails(world: W
         result.stdout
     )
     assert pins.load(world.pins).sources["aiter"].commit == world.commits["aiter"]
+
+
+# repo.radeon.com's rocm-rel-7.14 folder as it names its files: torch and triton at the
+# versions pins.toml pins, and the builds of the wheels it pins no version of.
+RELEASE_714 = {
+    "torch": "torch-2.12.0+rocm7.14.0.git3f9d27c1-cp312-cp312-linux_x86_64.whl",
+    "triton": "triton-3.7.0+rocm7.14.0.git8e41b0d5-cp312-cp312-linux_x86_64.whl",
+    "torchvision": "torchvision-0.27.0+rocm7.14.0.git5c2a9e17-cp312-cp312-linux_x86_64.whl",
+    "torchaudio": "torchaudio-2.12.0+rocm7.14.0.git0d6b4f38-cp312-cp312-linux_x86_64.whl",
+    "apex": "apex-1.12.0a0+rocm7.14.0.git9a7e3c62-cp312-cp312-linux_x86_64.whl",
+}
+
+
+def test_the_real_profile_locks_what_its_builds_need_then_passes_locked(tmp_path: Path) -> None:
+    """pins.toml as it is: the base provides ROCm, the torch stack, Flash Attention,
+    TransformerEngine and aiter, whose stages only check versions. The lock asks nothing
+    of the wheel index, ROCm's key or its apt repository, and leaves their pins alone."""
+    with make_world(tmp_path, PINS, listed=RELEASE_714) as world:
+        result = run_doit("lock", f"pins={world.pins}", env=world.env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        sglang, saver = world.commits["sglang"], world.commits["torch_memory_saver"]
+        tree = git(world.repos["sglang"], "rev-parse", f"{sglang}:sgl-kernel")
+        ipython = world.versions["python", "sglang", "ipython"]
+        assert result.stdout.splitlines() == [
+            ".  lock",
+            f"locked [sources.sgl_kernel].tree: (empty) -> {tree}",
+            f"locked [sources.torch_memory_saver].commit: (empty) -> {saver}",
+            f"locked [base].digest: (empty) -> {world.digest}",
+            f"locked [python.sglang].ipython: (empty) -> {ipython}",
+            f"{world.pins}: 4 values recorded",
+        ]
+        untouched = [
+            "/rocm-rel-7.14/",
+            "/rocm/rocm.gpg.key",
+            "/rocm/apt/7.14/dists/jammy/main/binary-amd64/Packages.gz",
+        ]
+        assert [world.server.routes[path].hits for path in untouched] == [0, 0, 0]
+        locked = pins.load(world.pins)
+        assert {wheel.file for wheel in locked.wheels.values()} == {""}
+        assert locked.sources["aiter"].commit == world.commits["aiter"][:9]
+        accepted = run_doit("lock", f"pins={world.pins}", "locked=1", env=world.env)
+        assert accepted.returncode == 0, accepted.stderr
+        assert accepted.stdout == f".  lock\n{world.pins} is locked\n"
+
+
+def test_the_real_profile_with_nothing_provided_asks_for_its_wheels(tmp_path: Path) -> None:
+    """From a plain base the wheels stage installs the wheels: each is asked, found in the
+    index by its version, and one with no version is left for the user to pin (a choice,
+    not a failed lookup: the lock exits 0, and locked=1 names it)."""
+    with make_world(tmp_path, PINS, {("base", "provides"): []}, RELEASE_714) as world:
+        result = run_doit("lock", f"pins={world.pins}", env=world.env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        locked = pins.load(world.pins).wheels
+        for name in ("torch", "triton"):
+            assert f"locked [wheels.{name}].file: (empty) -> {RELEASE_714[name]}" in lines
+            assert locked[name].sha256 == hashlib.sha256(wheel_bytes(name)).hexdigest()
+        assert (
+            "left open [wheels.apex].file: exact wheel file unknown, and no version to find it "
+            "by; pin the version (`doit lock` then finds the file) or the exact file"
+        ) in lines
+        assert (
+            "left open [wheels.apex].version: no version pinned, and `doit lock` picks none; "
+            "pin the version to install"
+        ) in lines
+        assert refused_as_unlocked(world) == (
+            "[wheels.apex].version, [wheels.apex].file, [wheels.apex].sha256, "
+            "[wheels.torchaudio].version, [wheels.torchaudio].file, [wheels.torchaudio].sha256, "
+            "[wheels.torchvision].version, [wheels.torchvision].file, [wheels.torchvision].sha256"
+        )
 
 
 MULTI = """\

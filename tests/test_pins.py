@@ -528,6 +528,17 @@ def test_what_cannot_be_known_offline_is_listed_as_missing() -> None:
     assert missing["[wheels.torch].sha256"] == (
         "sha256 unknown; `doit lock` records it at first download"
     )
+    assert missing["[wheels.torch].file"] == (
+        "exact wheel file unknown; `doit lock` resolves it from the index"
+    )
+    # No version to find the file by: `doit lock` cannot, and says what to pin instead.
+    assert missing["[wheels.apex].version"] == (
+        "no version pinned, and `doit lock` picks none; pin the version to install"
+    )
+    assert missing["[wheels.apex].file"] == (
+        "exact wheel file unknown, and no version to find it by; pin the version "
+        "(`doit lock` then finds the file) or the exact file"
+    )
     assert "[sources.vllm].commit" not in missing
 
 

@@ -99,6 +99,30 @@ def test_plan_json_lists_every_stage_in_build_order() -> None:
     ]
 
 
+def test_the_plan_of_the_real_pins_lists_only_what_a_build_needs() -> None:
+    """The stages the base provides only check versions: none asks for a wheel's file, a
+    full commit of aiter or ROCm's key, and neither does the manifest that reads them."""
+    document = json.loads(run_doit("plan", "arch=gfx942", "format=json").stdout)
+    missing = {
+        stage["name"]: [f"{item['pin']} ({item['why']})" for item in stage["missing"]]
+        for stage in document["stages"]
+        if stage["missing"]
+    }
+    ipython = ["[python.sglang].ipython (no exact version; `doit lock` resolves one)"]
+    assert missing == {
+        "base": ["[base].digest (image digest unknown; `doit lock` resolves it)"],
+        "sgl_kernel": [
+            "[sources.sgl_kernel].tree (the subtree's tree id is unknown; `doit lock` records it)"
+        ],
+        "sglang": [
+            "[sources.torch_memory_saver].commit "
+            "(no commit is pinned; `doit lock` records upstream's)"
+        ],
+        "assemble": ipython,
+        "manifest": ipython,
+    }
+
+
 def test_plan_takes_several_archs_in_any_order_and_separator() -> None:
     one = json.loads(run_doit("plan", "arch=gfx950;gfx942", "format=json").stdout)
     two = json.loads(run_doit("plan", "arch=gfx942,gfx950", "format=json").stdout)

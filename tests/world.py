@@ -49,18 +49,20 @@ WHEELS = {
     ),
     "apex": ("1.12.0a0", "apex-1.12.0a0+rocm7.14.0.git07c3ee53-cp312-cp312-linux_x86_64.whl"),
 }
+LISTED = {name: file for name, (_, file) in WHEELS.items()}  # what the index lists
 MEGATRON_JSON = "/pypi/megatron-core/json"  # PyPI's JSON API: the project's document
 KEY = b"-----BEGIN PGP PUBLIC KEY BLOCK-----\npretend\n-----END PGP PUBLIC KEY BLOCK-----\n"
 DIGEST = "sha256:" + "ab" * 32
 # What the pins.toml world has pinned by hand, as its tests expect: the ROCm apt version and
 # IPython's (so that its lock fills only what its upstreams serve), the base's digest (the
-# base stays rocm/primus, not the world's registry), and a base that provides none of the
-# stages its tests build.
+# base stays rocm/primus, not the world's registry), a base that provides none of the
+# stages its tests build, and the version of each wheel its index lists.
 BY_HAND_714: Mapping[PinPath, Any] = {
     ("rocm", "packages", "rocm"): "7.14.0.70140-1",
     ("base", "provides"): [],
     ("base", "digest"): DIGEST,
     ("python", "sglang", "ipython"): "9.6.0",
+    **{("wheels", name, "version"): version for name, (version, _) in WHEELS.items()},
 }
 
 
@@ -150,16 +152,20 @@ def _served(server: LoopbackServer, url: str, body: bytes) -> str:
 
 @contextmanager
 def make_world(
-    root: Path, profile: Path, by_hand: Mapping[PinPath, Any] | None = None
+    root: Path,
+    profile: Path,
+    by_hand: Mapping[PinPath, Any] | None = None,
+    listed: Mapping[str, str] = LISTED,
 ) -> Iterator[World]:
-    """The world of ``profile``, with ``by_hand`` pinned first (as a user would)."""
+    """The world of ``profile``, with ``by_hand`` pinned first (as a user would); its wheel
+    index lists the file ``listed`` names for each wheel the profile names no file of."""
     text = profile.read_text()
     for path, value in (by_hand or {}).items():
         text = edit_toml(text, path, value)
     real, document = pins.loads(text, profile.name), tomlkit.parse(text)
     with LoopbackServer() as server:
         repos, commits = _upstreams(root / "upstream", real, document)
-        wheels = _wheel_index(server, real, document)
+        wheels = _wheel_index(server, real, document, listed)
         keys = _apt_keys(server, real, document)
         versions = _pypi(server, real) | _apt_repos(server, real, document)
         digest = _registry(server, real, document)
@@ -209,19 +215,19 @@ def _upstreams(
     return repos, commits
 
 
-def _wheel_index(server: LoopbackServer, real: pins.Pins, document: Any) -> dict[str, str]:
+def _wheel_index(
+    server: LoopbackServer, real: pins.Pins, document: Any, listed: Mapping[str, str]
+) -> dict[str, str]:
     """A flat index per folder of the profile's indexes, listing one build of each wheel."""
     wheels: dict[str, str] = {}
     pages: dict[str, list[str]] = {}
     for name, wheel in real.wheels.items():
-        version, file = (wheel.version, wheel.file) if wheel.file else WHEELS[name]
+        file = wheel.file or listed[name]
         folder = f"/{PurePosixPath(urlsplit(wheel.index).path).name}/"
         quoted = file.replace("+", "%2B")
         server.routes[f"{folder}{quoted}"] = Route(wheel_bytes(name))
         pages.setdefault(folder, []).append(f'<a href="{quoted}">{file}</a>')
-        entry = document["wheels"][name]
-        entry["index"] = f"{server.url}{folder}"
-        entry["version"] = version
+        document["wheels"][name]["index"] = f"{server.url}{folder}"
         wheels[name] = file
     for folder, links in pages.items():
         server.routes[folder] = Route("\n".join(links).encode())

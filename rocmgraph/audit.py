@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
-from rocmgraph import patches
+from rocmgraph import patches, preflight
 from rocmgraph.errors import FetchError, HashMismatch, LockError, Unchecked
 from rocmgraph.keys import digest
 from rocmgraph.outside import Outside, registry
@@ -45,6 +45,7 @@ class Pinned(StrEnum):
     KEY = "key"  # an apt key's sha256
     APT = "apt"  # an apt package's version
     PYTHON = "python"  # a Python package's version
+    FACT = "fact"  # what a tree's build does (preflight)
 
 
 class Hash(StrEnum):
@@ -92,7 +93,31 @@ def audit_pins(run: Run, outside: Outside) -> list[Row]:
         rows.append(_version_row(Pinned.APT, ("rocm", "packages", name), version))
     for pin, version in pins.python.packages():
         rows.append(_version_row(Pinned.PYTHON, pin, version))
-    return rows
+    rows = [_provided(row) if _only_provided(run, row) else row for row in rows]
+    names = preflight.built_here(run)
+    return rows + [_fact(row) for row in preflight.check(pins, sources.tree, names)
+                   if row.verdict is not preflight.Verdict.OK]  # fmt: skip
+
+
+def _only_provided(run: Run, row: Row) -> bool:
+    """Whether ``row`` pins what only a stage the base image provides would fetch."""
+    path = next(
+        (leaf.path for leaf in run.pins.leaves() if format_path(leaf.path) == row.pin), None
+    )
+    return path is not None and run.graph.only_provided(run.pins, path)
+
+
+def _provided(row: Row) -> Row:
+    """A pin no build here fetches (the base image provides its stage): nothing to audit."""
+    return Row(row.kind, row.pin, f"{row.value} (the base image provides its stage)")
+
+
+def _fact(row: preflight.Row) -> Row:
+    """A fact of a tree's build the pins do not account for (`doit preflight`'s row)."""
+    said = f"{row.pins}" + (f" ({row.where})" if row.where else "")
+    audited = Row(Pinned.FACT, f"[sources.{row.source}] {row.fact}", row.upstream)
+    (audited.unknown if row.verdict is preflight.Verdict.UNREAD else audited.problems).append(said)
+    return audited
 
 
 def _subtree(history: History, name: str, source: GitSource, commit: str) -> list[str]:

@@ -125,7 +125,7 @@ def source_stage(name: str, doc: str, sources: tuple[str, ...] = ()) -> Stage:
         # checked for; not what assemble and the manifest check
         rendered_only=tuple(read for read in reads if read[2:] in (("version",), ("dist",))),
         recipe="source-wheel.Dockerfile.j2",
-        files=("rocmgraph/inimage/verify_dists.py",),
+        files=("rocmgraph/inimage/verify_dists.py", "rocmgraph/inimage/inplace.py"),
         arch_dependent=True,
         compiles=True,
         optional=True,
@@ -188,16 +188,17 @@ class Graph:
     def asked(self, pins: Pins) -> list[Missing]:
         """What of ``pins.missing()`` a build needs: not what only stages the base provides
         would fetch (a wheel's file, a short commit of aiter), nor a version only they check."""
+        return [missing for missing in pins.missing() if not self.only_provided(pins, missing.path)]
+
+    def only_provided(self, pins: Pins, path: PinPath) -> bool:
+        """Whether only stages the base image provides would fetch what ``path`` pins: no
+        build here needs it."""
         provided = set(pins.base.provides)
-        fetched = tuple(path for stage in self for path in stage.fetched)
+        fetched = tuple(read for stage in self for read in stage.fetched)
         needed = tuple(
-            path for stage in self if stage.name not in provided for path in stage.fetched
+            read for stage in self if stage.name not in provided for read in stage.fetched
         )
-        return [
-            missing
-            for missing in pins.missing()
-            if is_under(missing.path, needed) or not is_under(missing.path, fetched)
-        ]
+        return is_under(path, fetched) and not is_under(path, needed)
 
     def check(self, pins: Pins) -> None:
         """What the pins say that only the stages can tell wrong: a source no stage builds

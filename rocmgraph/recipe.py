@@ -187,11 +187,13 @@ def _arch_env(source: Any, archs: list[str]) -> list[tuple[str, str]]:
 
 
 def _dists(sources: Mapping[str, Any], names: list[str]) -> list[str]:
-    """``dist==version`` (or ``dist``, no version pinned) of each source: what it installs."""
+    """``dist==version`` (or ``dist``, no version pinned) of each source that builds one (a
+    folder given to another's build, triton_kernels, builds none): what it installs."""
     return [
         (sources[name].dist or name)
         + (f"=={sources[name].version}" if sources[name].version else "")
         for name in names
+        if sources[name].subdirs
     ]
 
 

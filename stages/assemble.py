@@ -21,7 +21,7 @@ ARTIFACTS = {
     # after SGLang: its patched sgl-kernel/ goes over SGLang's tree in the workspace
     "sgl_kernel": ("sgl_kernel",),
     "transformer_engine": ("transformer_engine",),
-    "vllm": ("vllm",),
+    "vllm": ("triton_kernels", "vllm"),  # triton_kernels: its Python files are in vLLM's wheel
 }
 # What it reads of each of their sources (not the trees: those are the stages' own).
 SOURCE_KNOBS = ("install_deps", "uninstall", "workspace")

@@ -21,11 +21,11 @@ from rocmgraph.graph import Fetch, Stage
 # leaves an optional source out drops its reads with its stage).
 SOURCES = (
     "aiter", "causal_conv1d", "flash_attention", "mbridge", "sgl_kernel", "sglang",
-    "torch_memory_saver", "transformer_engine", "verl", "vllm",
+    "torch_memory_saver", "transformer_engine", "triton_kernels", "verl", "vllm",
 )  # fmt: skip
 
 # What it reads of each: what the smoke check finds, and the variables a source keeps.
-SOURCE_KNOBS = ("version", "dist", "keep_env", "env", "arch_env", "arch_separator")
+SOURCE_KNOBS = ("version", "dist", "subdirs", "keep_env", "env", "arch_env", "arch_separator")
 
 STAGE = Stage(
     name="manifest",

@@ -127,10 +127,12 @@ def test_an_unreachable_upstream_is_unknown_and_exits_2(world: World, tmp_path: 
         world.pins.write_text(text)
         code, document, err = audit(world)
     assert code == 2
-    assert err == f"error: audit: 1 of {len(document['rows'])} pins could not be checked\n"
+    # the pin, and what preflight would read of its tree
+    assert err == f"error: audit: 2 of {len(document['rows'])} pins could not be checked\n"
     assert rows(document)["[sources.vllm].commit"]["unknown"] == [
         f"source vllm: cannot fetch {closed}/vllm.git (connection refused)"
     ]
+    assert rows(document)["[sources.vllm] path"]["value"] == "tree not read"
 
 
 def test_a_folder_id_that_is_not_the_folders_is_a_problem_with_its_fix(
@@ -161,7 +163,9 @@ def test_a_patch_tree_that_cannot_be_fetched_is_unknown_beside_every_other_row(
         kernel_as_submodule(world, tmp_path, f"{closed}/sgl-kernel.git")
         code, document, err = audit(world)
     assert code == 2
-    assert err == f"error: audit: 1 of {len(document['rows'])} pins could not be checked\n"
+    # the pin, and preflight's reading of the tree it shares with SGLang
+    assert err == f"error: audit: 3 of {len(document['rows'])} pins could not be checked\n"
+    assert rows(document)["[sources.sglang] path"]["value"] == "tree not read"
     kernel = rows(document)["[sources.sgl_kernel].commit"]
     assert (kernel["exists"], kernel["patches"], kernel["problems"]) == (True, "unknown", [])
     assert kernel["unknown"] == [

@@ -116,3 +116,38 @@ def test_causal_conv1d_archs_joined_by_semicolons_fail_its_compile(tmp_path: Pat
         "causal_conv1d/_build.py",
     )
     assert recorded == "ARCHS = 'gfx942,gfx950'\n"
+
+
+def test_sgl_kernel_looked_for_by_its_folder_s_name_fails_the_smoke_check(tmp_path: Path) -> None:
+    # Issue 32, item 1: sgl-kernel's distribution is sglang-kernel (its pyproject_rocm.toml and
+    # setup_rocm.py), not sgl_kernel: without [sources.sgl_kernel].dist the manifest's smoke
+    # check looks for a distribution no build makes.
+    broken = without(tmp_path, ["sources", "sgl_kernel", "dist"])
+    failed = broken.build()
+    assert failed.returncode == 1
+    smoke = [line for line in log_lines(broken.log("manifest")) if line.startswith("smoke:")]
+    assert "smoke: sgl_kernel: not installed, the pins say 0.4.2.post2" in smoke
+    (wheel,) = wheels(broken.image("sgl_kernel"))
+    assert wheel.startswith("sglang_kernel-0.4.2.post2-")
+
+
+def test_vllm_not_given_triton_kernels_is_refused_before_it_fetches(tmp_path: Path) -> None:
+    # Issue 32, item 2: vLLM's build clones triton's triton_kernels at configure time unless
+    # TRITON_KERNELS_SRC_DIR gives the folder; a fetch no pin accounts for is refused in one
+    # line before the build, not as a clone that fails 200 lines into its log.
+    broken = without(tmp_path, ["sources", "vllm", "inputs"])
+    failed = broken.build(target="build:vllm")
+    assert failed.returncode == 1
+    assert (
+        "error: stage vllm: its build fetches http://127.0.0.1:28470/git/triton.git v3.5.1 "
+        "(cmake/external_projects/triton_kernels.cmake:11); no pin gives it: pin its tree as a "
+        "source and set [sources.vllm.inputs].TRITON_KERNELS_SRC_DIR, or mark it in "
+        "[sources.vllm].skipped_fetches"
+    ) in failed.stderr.splitlines()
+    fixed = copy_of_demo(tmp_path / "fixed")
+    assert fixed.build(target="build:vllm").returncode == 0
+    (wheel,) = wheels(fixed.image("vllm"))
+    kernels = wheel_member(
+        fixed.image("vllm"), f"/dist/{wheel}", "vllm/third_party/triton_kernels/matmul_ogs.py"
+    )
+    assert kernels == '"""triton_kernels\' matmul (demo)."""\n\nBLOCK = 128\n'

@@ -113,8 +113,9 @@ def mutated(leaf: Leaf) -> Any:
             kinds.ABS_PATH: "/opt/extra",
         }
         extra = extras[kind] if kind is not None and kind in extras else "extra"
-        if leaf.path[:2] == ("sources", "sgl_kernel") and kind is kinds.SRC_PATH:
-            extra = f"sgl-kernel/{extra}"  # what a folder's build names lies inside it
+        subtree = REAL.sources[leaf.path[1]].subtree if leaf.path[0] == "sources" else ""
+        if subtree and kind is kinds.SRC_PATH:
+            extra = f"{subtree}/{extra}"  # what a folder's build names lies inside it
         return [*value, extra]
     if kind is kinds.WHEEL_FILE:
         return wheel_file(leaf.path)

@@ -60,7 +60,8 @@ def test_locked_refuses_unlocked_pins_and_accepts_locked_ones(world: World) -> N
         "[wheels.torchvision].sha256, [wheels.triton].file, [wheels.triton].sha256, "
         "[sources.aiter].commit, [sources.flash_attention].commit, "
         "[sources.torch_memory_saver].commit, [sources.transformer_engine].commit, "
-        "[sources.sgl_kernel].tree"
+        "[sources.triton_kernels].commit, [sources.sgl_kernel].tree, "
+        "[sources.triton_kernels].tree"
     )
     locked = run_doit("lock", f"pins={world.pins}", env=world.env)
     assert locked.returncode == 0
@@ -104,14 +105,19 @@ def test_the_real_profile_locks_what_its_builds_need_then_passes_locked(tmp_path
         assert result.returncode == 0, result.stdout + result.stderr
         sglang, saver = world.commits["sglang"], world.commits["torch_memory_saver"]
         tree = git(world.repos["sglang"], "rev-parse", f"{sglang}:sgl-kernel")
+        triton = world.commits["triton_kernels"]
+        folder = "python/triton_kernels/triton_kernels"
+        kernels = git(world.repos["triton_kernels"], "rev-parse", f"{triton}:{folder}")
         ipython = world.versions["python", "sglang", "ipython"]
         assert result.stdout.splitlines() == [
             ".  lock",
             f"locked [sources.sgl_kernel].tree: (empty) -> {tree}",
             f"locked [sources.torch_memory_saver].commit: (empty) -> {saver}",
+            f"locked [sources.triton_kernels].commit: (empty) -> {triton}",
+            f"locked [sources.triton_kernels].tree: (empty) -> {kernels}",
             f"locked [base].digest: (empty) -> {world.digest}",
             f"locked [python.sglang].ipython: (empty) -> {ipython}",
-            f"{world.pins}: 4 values recorded",
+            f"{world.pins}: 6 values recorded",
         ]
         untouched = [
             "/rocm-rel-7.14/",

@@ -20,9 +20,9 @@ ARCHS = (
     "gfx1152, gfx1153, gfx1200, gfx1201, gfx1250"
 )
 SOURCE_KEYS = (
-    "arch_env, arch_separator, branch, commit, dist, env, install_deps, keep_env, mirror, overlay, "
-    "patches, repo, requirements, subdirs, submodules, subtree, tag, tree, uninstall, version, "
-    "version_env, workspace"
+    "arch_env, arch_separator, branch, commit, dist, env, inputs, install_deps, keep_env, mirror, "
+    "overlay, patches, repo, requirements, skipped_fetches, subdirs, submodules, subtree, tag, "
+    "tree, uninstall, version, version_env, workspace"
 )
 
 Edit = Callable[[str], str]
@@ -480,6 +480,7 @@ def test_real_pins_hold_every_pin_of_the_design() -> None:
         "sglang": "0801cc05ed202544e2e5c67d6b0a1d454de54fca",
         "torch_memory_saver": "",
         "transformer_engine": "e6ede467",
+        "triton_kernels": "",  # by its tag: `doit lock` resolves it
         "verl": "7b19203c52503760f92e0368067c7eb744236274",
         "vllm": "18d87a87dc39c1a50f452b218fdcc3aeec48d18e",
     }

@@ -118,6 +118,11 @@ def test_the_plan_of_the_real_pins_lists_only_what_a_build_needs() -> None:
             "[sources.torch_memory_saver].commit "
             "(no commit is pinned; `doit lock` records upstream's)"
         ],
+        "vllm": [
+            "[sources.triton_kernels].commit (no commit is pinned; `doit lock` records upstream's)",
+            "[sources.triton_kernels].tree "
+            "(the subtree's tree id is unknown; `doit lock` records it)",
+        ],
         "assemble": ipython,
         "manifest": ipython,
     }

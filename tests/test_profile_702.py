@@ -33,7 +33,8 @@ OPEN = {
     **{f"[sources.{name}].commit": "short commit id; `doit lock` records the full id"
        for name in ("aiter", "transformer_engine", "vllm")},
     **{f"[sources.{name}].commit": "no commit is pinned; `doit lock` records upstream's"
-       for name in ("mbridge", "verl")},
+       for name in ("mbridge", "triton_kernels", "verl")},
+    "[sources.triton_kernels].tree": pins.TREE_UNKNOWN,
     **{f"[sources.{name}].version": pins.VERSION_FROM_GIT for name in ("aiter", "vllm")},
     **dict.fromkeys(
         ("[python.tools].numpy", "[python.stack].cupy-rocm-7-0",
@@ -83,7 +84,9 @@ def test_plan_lists_every_stage_and_names_what_is_open_before_lock(world_702: Wo
     assert named == OPEN
     vllm = next(stage for stage in plan["stages"] if stage["name"] == "vllm")
     assert [m["pin"] for m in vllm["missing"]] == [
+        "[sources.triton_kernels].commit",
         "[sources.vllm].commit",
+        "[sources.triton_kernels].tree",
         "[sources.vllm].version",
     ]
     code, out, _ = doit(world_702, "plan")
@@ -131,7 +134,7 @@ def test_lock_resolves_what_the_network_knows_and_changes_only_those_values(
         f"{world.commits[name][:12]} no version tag names it; pin the version the build "
         "should report"
         for name in ("aiter", "vllm")
-    ] + [f"{world.pins}: 20 values recorded"]
+    ] + [f"{world.pins}: 22 values recorded"]
     after = world.pins_text()
     assert values_blanked(after) == values_blanked(before)  # every comment, every space
     assert "# verl installs the v0.15.1 tag: `doit lock` resolves it" in after
@@ -177,7 +180,7 @@ def test_audit_flags_the_published_profile_and_passes_the_locked_one(world_702: 
     world = world_702
     code, rows, err = audit(world)
     assert code == 1
-    assert err == f"error: audit: 22 of {len(rows)} pins break a policy\n"
+    assert err == f"error: audit: 23 of {len(rows)} pins break a policy\n"
     assert rows["[sources.transformer_engine].commit"]["problems"] == [
         "short commit id: names no fixed commit (`doit lock`)"
     ]
@@ -259,7 +262,7 @@ def test_bump_all_moves_the_sources_the_profile_pins_and_no_other(world_702: Wor
     assert code == 3  # a command this profile has nothing for (UsageError)
     assert err == (
         f"error: bump:sglang: {world.pins} pins no [sources.sglang]; its sources: aiter, "
-        "flash_attention, mbridge, transformer_engine, verl, vllm\n"
+        "flash_attention, mbridge, transformer_engine, triton_kernels, verl, vllm\n"
     )
 
 
@@ -279,6 +282,7 @@ def test_a_build_that_reads_its_version_from_git_stops_on_an_empty_one(
     dockerfile = (prepare(run, "vllm", tmp_path / "ctx") / "Dockerfile").read_text()
     assert (
         "    && SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.11.1rc2 VLLM_VERSION_OVERRIDE=0.11.1rc2 "
+        "TRITON_KERNELS_SRC_DIR=/src/triton_kernels/python/triton_kernels/triton_kernels "
         "pip wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\"
     ) in dockerfile.splitlines()
     base = prepare(run, "base", tmp_path / "base")  # the deadsnakes key, by its hash

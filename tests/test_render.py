@@ -122,6 +122,7 @@ def test_each_source_gets_its_version_and_its_own_arch_separator() -> None:
     vllm = render(GRAPH["vllm"], REAL, BOTH)
     assert (
         "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.22.1rc1 VLLM_VERSION_OVERRIDE=0.22.1rc1 "
+        "TRITON_KERNELS_SRC_DIR=/src/triton_kernels/python/triton_kernels/triton_kernels "
         "pip wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\\n"
     ) in vllm
     sglang = render(GRAPH["sglang"], REAL, BOTH)

@@ -33,6 +33,7 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
         "plan",
         "lock",
         "patches",
+        "preflight",
         "demo",
         "render",
         "audit",
@@ -114,7 +115,7 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
     "unknown, beside good ones": (
         {"arch": "gfx942", "fromat": "json"},
         "fromat=json: unknown variable; did you mean format= (text or json, for plan, "
-        f"patches and audit)? known variables: {KNOWN}",
+        f"patches, preflight and audit)? known variables: {KNOWN}",
     ),
     "flag that is not a flag": (
         {"force": "maybe"},

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import re
+import tomllib
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -122,24 +123,66 @@ def zipped(files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
+UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"  # real files of the real upstreams
+
+
 def _source_files(name: str, real: pins.Pins) -> dict[str, str]:
-    """What the recipe reads of the source: the files its patches touch, its requirements
-    files, its overlay's origins and a project in each of its subdirs."""
+    """What the recipe and preflight read of the source: the real upstream's files where
+    tests/fixtures/upstream has them, else a build of its own in each of its subdirs that
+    is what its pins say (its distribution, version and arch variables); then the files its
+    patches touch, its requirements files and its overlay's origins."""
     source = real.sources[name]
-    files = {"setup.py": f"# {name}\n"}
+    files = _upstream(source, real) or {"setup.py": f"# {name}\n"}
     for patch in source.patches:
-        files.update(patchimages.preimage(patches.read_patch(patch)))
+        for path, text in patchimages.preimage(patches.read_patch(patch)).items():
+            files.setdefault(path, text)
     for path in (*source.requirements, *source.overlay.values()):
         files.setdefault(path, f"# {path} of {name}\n")
-        if path.endswith(".toml") and source.dist and source.version:  # it names what it builds
-            files[path] += f'[project]\nname = "{source.dist}"\nversion = "{source.version}"\n'
-
     for folder in source.subdirs:
-        if not any(path.startswith(f"{folder}/") for path in files):
-            files[f"{folder}/setup.py"] = f"# {folder} of {name}\n"
+        built = [files.get(_joined(folder, build), "") for build in ("setup.py", "pyproject.toml")]
+        if not any(text.count("\n") > 1 for text in built):  # none, or a one-line stand-in
+            files[_joined(folder, "setup.py")] = _setup(name, source)
     if source.subtree and not source.subdirs:  # a folder given to another build
         files[f"{source.subtree}/__init__.py"] = f"# {source.subtree} of {name}\n"
     return files
+
+
+def _upstream(source: pins.GitSource, real: pins.Pins) -> dict[str, str]:
+    """The committed files of the source's real repository, asking for the trees the
+    profile gives its build (the tag of triton_kernels a profile pins)."""
+    listed = tomllib.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
+    owner_repo = source.repo.removeprefix("https://github.com/")
+    files = {
+        entry["path"]: (UPSTREAM / owner_repo / entry["path"]).read_text()
+        for entry in listed
+        if entry["repo"] == source.repo
+    }
+    for path in source.inputs.values():
+        tag = real.sources[path.split("/", 1)[0]].tag
+        cmake = "cmake/external_projects/triton_kernels.cmake"
+        if tag and cmake in files:
+            files[cmake] = re.sub(
+                r'(DEFAULT_TRITON_KERNELS_TAG) "[^"]*"', rf'\1 "{tag}"', files[cmake]
+            )
+    return files
+
+
+def _setup(name: str, source: pins.GitSource) -> str:
+    """A setup.py that builds what the pins say: the distribution, at the version, reading
+    each arch variable split as the pins join it."""
+    separator = {"semicolon": ";", "comma": ",", "space": " "}[source.arch_separator]
+    reads = "".join(
+        f'ARCHS_{i} = os.environ.get("{variable}", "").split("{separator}")\n'
+        for i, variable in enumerate(source.arch_env)
+    )
+    return (
+        f"# {name}\nimport os\n\nimport setuptools\n\n{reads}"
+        f'setuptools.setup(name="{source.dist or name}", version="{source.version or "0.1"}")\n'
+    )
+
+
+def _joined(folder: str, name: str) -> str:
+    return name if folder == "." else f"{folder}/{name}"
 
 
 def _served(server: LoopbackServer, url: str, body: bytes) -> str:

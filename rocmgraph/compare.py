@@ -362,7 +362,9 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
             place = _in_tree(arg, ran.cwd, clones)
             if ":" in place and not place.startswith("site:"):
                 how = "pip install -e" if editable else "pip install"
-                yield Stated(Fact.BUILD, place.split(":", 1)[0], how, ran.line)
+                how += " --no-deps" if "--no-deps" in args else ""
+                repo, folder = place.split(":", 1)
+                yield Stated(Fact.BUILD, repo, f"{how} {folder or '.'}", ran.line)
             else:  # a package folder of the image (ROCm's amd_smi), or wheels built earlier
                 yield Stated(Fact.PIP, place, "", ran.line)
     else:
@@ -371,7 +373,10 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
             verb = words[words.index(script) + 1] if words.index(script) + 1 < len(words) else ""
             place = _in_tree(script, ran.cwd, clones)
             if ":" in place and not place.startswith("site:"):
-                yield Stated(Fact.BUILD, place.split(":", 1)[0], f"setup.py {verb}", ran.line)
+                repo, script_path = place.split(":", 1)
+                deps = " --no-deps" if "--no-deps" in words else ""
+                folder = posixpath.dirname(script_path) or "."
+                yield Stated(Fact.BUILD, repo, f"setup.py {verb}{deps} {folder}", ran.line)
 
 
 def _find_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
@@ -584,16 +589,26 @@ class _Graph:
         return Status.MISSING, "no [sources.*].uninstall names it"
 
     def _build(self, stated: Stated) -> tuple[Status, str]:
-        for name, source in self.pins.sources.items():
-            if repo_name(source.repo) != stated.key:
-                continue
-            if name in self.pins.base.provides:
-                return Status.DIFFERS, f"[sources.{name}]: the base image provides it"
-            layout = f", its tree at {source.workspace}" if source.workspace else ""
-            where = f"stage {name} builds a wheel, installed{layout}"
-            editable = "develop" in stated.value or "-e" in stated.value
-            return (Status.DIFFERS if editable else Status.SAME), where
-        return Status.MISSING, "no [sources.*] has this repository"
+        """A clone's build: the source of that repository that builds that folder, and
+        whether it installs the same way (editable, with or without dependencies)."""
+        how, _, folder = stated.value.rpartition(" ")
+        named = [name for name, s in self.pins.sources.items() if repo_name(s.repo) == stated.key]
+        name = next((n for n in named if folder in self.pins.sources[n].subdirs), None)
+        name = name or (named[0] if named else None)
+        if name is None:
+            return Status.MISSING, "no [sources.*] has this repository"
+        source = self.pins.sources[name]
+        if name in self.pins.base.provides:
+            return Status.DIFFERS, f"[sources.{name}]: the base image provides it"
+        layout = f", its tree at {source.workspace}" if source.workspace else ""
+        deps = "with its dependencies" if source.install_deps else "without its dependencies"
+        where = f"stage {name} builds a wheel of {folder}, installed {deps}{layout}"
+        editable = "develop" in how or "-e" in how
+        # pip installs dependencies unless told not to (setup.py's own verbs are not pip's)
+        theirs = "--no-deps" not in how if how.startswith("pip") else source.install_deps
+        if editable or theirs != source.install_deps:
+            return Status.DIFFERS, where
+        return Status.SAME, where
 
     def _cmd(self, stated: Stated) -> tuple[Status, str]:
         ours = json.dumps(list(self.pins.image.cmd))

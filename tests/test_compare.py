@@ -47,21 +47,51 @@ def nothing_explained(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------- verl's recipes, end to end
 
 
+REAL = "tests/fixtures/upstream/verl-project/verl/docker/rocm"  # verl's files at c791da0bf
+EDITABLE_WHY = compare.read_differences()[0].why
+
+
 @pytest.mark.parametrize(
     ("recipe", "pins", "summary"),
     [
-        ("Dockerfile.rocm", "pins.toml", "59 same, 0 differs, 0 missing, 2 explained"),
-        ("Dockerfile.rocm702", "pins-rocm702.toml", "64 same, 0 differs, 0 missing, 11 explained"),
+        (f"{REAL}/Dockerfile.rocm", "pins.toml", "64 same, 0 differs, 0 missing, 2 explained"),
+        (
+            f"{REAL}/Dockerfile.rocm702",
+            "pins-rocm702.toml",
+            "74 same, 0 differs, 0 missing, 11 explained",
+        ),
+        (
+            "tests/fixtures/verl/Dockerfile.rocm",
+            "pins.toml",
+            "59 same, 0 differs, 0 missing, 2 explained",
+        ),
+        (
+            "tests/fixtures/verl/Dockerfile.rocm702",
+            "pins-rocm702.toml",
+            "64 same, 0 differs, 0 missing, 11 explained",
+        ),
     ],
 )
 def test_verls_recipes_are_followed_or_the_difference_is_explained(
     recipe: str, pins: str, summary: str
 ) -> None:
-    done = run_doit("compare", f"dockerfile=tests/fixtures/verl/{recipe}", f"pins={pins}")
+    done = run_doit("compare", f"dockerfile={recipe}", f"pins={pins}")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[-1] == f"tests/fixtures/verl/{recipe}: {summary}"
+    assert lines[-1] == f"{recipe}: {summary}"
     assert not [line for line in lines if ": differs: " in line or ": missing: " in line]
+
+
+def test_each_build_of_one_repository_is_its_own_source_with_its_install_flags() -> None:
+    done = run_doit("compare", f"dockerfile={REAL}/Dockerfile.rocm")
+    builds = [line.split(": ", 1)[1] for line in done.stdout.splitlines() if ": build " in line]
+    assert builds[-2:] == [
+        "build sgl-project/sglang pip install -e --no-deps python: explained: stage sglang builds "
+        "a wheel of python, installed without its dependencies, its tree at sglang "
+        f"({EDITABLE_WHY})",
+        "build sgl-project/sglang setup.py install sgl-kernel: same: stage sgl_kernel builds a "
+        "wheel of sgl-kernel, installed without its dependencies, its tree at sglang",
+    ]
 
 
 def test_a_moved_pin_and_a_new_sed_fail_with_what_to_follow(tmp_path: Path) -> None:
@@ -180,7 +210,7 @@ def test_sources_builds_patches_and_requirements_are_read_in_their_clone(
         ("requirements", "vllm-project/vllm:requirements/cuda.txt", "pip install -r",
          Status.MISSING),
         ("patch", "vllm-project/vllm:csrc/cumem_allocator.cpp", "sed -i", Status.SAME),
-        ("build", "vllm-project/vllm", "pip install -e", Status.DIFFERS),
+        ("build", "vllm-project/vllm", "pip install -e .", Status.DIFFERS),
         ("uninstall", "tilelang", "", Status.SAME),
         ("workdir", "WORKDIR", "/src", Status.DIFFERS),
     ]  # fmt: skip

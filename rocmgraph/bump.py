@@ -291,7 +291,7 @@ def _version(bump: Bump, history: History, name: str, source: GitSource, new: st
     An empty one is left alone, unless the build needs it (``version_env``)."""
     if not source.version and not source.version_env:
         return
-    versions = history.versions_at(new)
+    versions = history.versions_at(new) or {history.described(new) or ""} - {""}
     if len(versions) == 1:
         version = versions.pop()
         if version != source.version:

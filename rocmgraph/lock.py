@@ -154,8 +154,9 @@ def resolve(run: Run, outside: Outside) -> Result:
 def _version(
     sources: SourceCache, name: str, source: GitSource, commit: str, result: Result
 ) -> None:
-    """The version a build reads from git (``version_env``): the one version tag on the
-    pinned commit; with none or several, a choice left to the maintainer."""
+    """The version a build reads from git (``version_env``), as setuptools_scm reads it from
+    a clone: the one version tag on the pinned commit, else the next dev release after the
+    nearest one below it; with several tags on it, or none below, a choice left to you."""
     path = ("sources", name, "version")
     history = History(sources, name, source)
     try:
@@ -163,11 +164,11 @@ def _version(
     except FetchError as exc:
         result.unresolved.append(Unresolved(path, str(exc)))
         return
-    versions = history.versions_at(commit)
+    versions = history.versions_at(commit) or {history.described(commit) or ""} - {""}
     if len(versions) == 1:
         result.changes.append(Change(path, "", versions.pop()))
         return
-    found = f"tags give {', '.join(sorted(versions))}" if versions else "no version tag names it"
+    found = f"tags give {', '.join(sorted(versions))}" if versions else "no version tag is below it"
     result.unresolved.append(
         Unresolved(
             path,

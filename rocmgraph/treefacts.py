@@ -241,6 +241,8 @@ def _early_returns(tree: ast.Module) -> dict[str, str]:
             continue
         names = {}
         for statement in node.body:
+            if isinstance(statement, ast.Expr) and _literal(statement.value):
+                continue  # its docstring
             if isinstance(statement, ast.Assign) and _env_name(statement.value):
                 names[getattr(statement.targets[0], "id", "")] = _env_name(statement.value)
             elif isinstance(statement, ast.If) and isinstance(statement.body[-1], ast.Return):

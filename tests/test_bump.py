@@ -47,7 +47,7 @@ def test_bump_moves_to_the_branch_head_and_changes_only_that_value(world: World)
         f"  applies   {CUMEM}",
         f"  applies   {PAD}",
         f"  applies   {ORACLE}",
-        "  note: [sources.vllm].version still says 0.22.1rc1: set it to the version at "
+        "  note: [sources.vllm].version still says 0.22.1rc1.dev384: set it to the version at "
         f"{head[:12]}",
         "rebuilds: vllm, assemble, manifest",
         "  locks first: `doit lock closures=1` (what they fetch, for hermetic builds)",

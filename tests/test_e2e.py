@@ -182,7 +182,7 @@ def test_the_image_is_verl_s_7_14_image_on_its_primus_like_base(e2e: E2E) -> Non
         image,
         "cd /workspace/vllm && python -c 'import vllm, vllm.third_party.triton_kernels.matmul_ogs "
         "as m; print(vllm.__file__); print(vllm.add(1, 2), m.BLOCK)'",
-    ) == ["/workspace/vllm/vllm/__init__.py", "3 128"]
+    ) == ["/workspace/vllm/vllm/__init__.py", "3", "128"]
     # SGLang's tree as verl's recipe leaves it: its sgl-kernel/ patched, its ROCm setup
     # script copied over the CUDA one (the sgl_kernel stage's folder, over SGLang's tree)
     kernel = "/workspace/sglang/sgl-kernel"

@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, delete_toml, edit_toml
 
 from rocmgraph import pins, preflight
+from rocmgraph.demo import upstreams
 from rocmgraph.errors import Unchecked
 from rocmgraph.preflight import Fact, PreflightError, Row, Verdict
 
@@ -71,7 +72,7 @@ def test_every_fact_of_the_real_trees_matches_the_real_pins() -> None:
     )  # fmt: skip
     assert row(rows, "sgl_kernel", Fact.VERSION, "0.4.2.post2").pins == "0.4.2.post2"
     assert row(rows, "vllm", Fact.VERSION, "from git (setuptools_scm), no fallback").pins == (
-        "0.22.1rc1 in SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, VLLM_VERSION_OVERRIDE"
+        "0.22.1rc1.dev384 in SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, VLLM_VERSION_OVERRIDE"
     )
     triton = row(rows, "vllm", Fact.FETCH, "https://github.com/triton-lang/triton.git v3.5.1")
     assert (triton.pins, triton.where) == (
@@ -189,3 +190,27 @@ def test_the_answer_carries_the_verdict(fmt: str) -> None:
     answer = preflight.answer(rows, fmt)
     assert isinstance(answer.error, PreflightError)
     assert ('"verdict": "mismatch"' in answer.lines[0]) == (fmt == "json")
+
+
+def test_the_demo_trees_carry_the_real_quirks_preflight_reads(tmp_path: Path) -> None:
+    """The demo's upstreams, as the demo pins build them, read as the real trees do: an
+    sgl-kernel named sglang-kernel, a vLLM that fetches triton_kernels unless given it."""
+    demo = pins.load(ROOT / "demo" / "pins.toml")
+    repos = {"sgl_kernel": "sglang", "triton_kernels": "triton"}
+
+    def fetch(name: str, _source: pins.GitSource) -> Path:
+        tree = tmp_path / "trees" / name
+        for path, text in upstreams.histories()[repos.get(name, name)][0][1].items():
+            (tree / path).parent.mkdir(parents=True, exist_ok=True)
+            (tree / path).write_text(text)
+        return tree
+
+    names = ["causal_conv1d", "sgl_kernel", "sglang", "triton_kernels", "verl", "vllm"]
+    rows = preflight.check(demo, fetch, names)
+    assert [r for r in rows if r.verdict is not Verdict.OK] == []
+    assert row(rows, "sgl_kernel", Fact.DIST, "sglang-kernel").pins == "sglang-kernel"
+    fetches = [(r.upstream, r.pins) for r in rows if r.source == "vllm" and r.fact is Fact.FETCH]
+    assert fetches == [
+        ("http://127.0.0.1:28470/git/triton.git v3.5.1", "given: TRITON_KERNELS_SRC_DIR"),
+        ("setup.py:triton_kernels", "given: TRITON_KERNELS_SRC_DIR"),
+    ]

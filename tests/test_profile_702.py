@@ -16,6 +16,7 @@ from world import World, key_bytes, locked_run, prepare, values_blanked, wheel_b
 
 from rocmgraph import pins
 from rocmgraph.errors import LockError
+from rocmgraph.outside.upstream import next_dev
 from rocmgraph.pins import format_path
 from rocmgraph.run import Run
 
@@ -131,7 +132,7 @@ def test_lock_resolves_what_the_network_knows_and_changes_only_those_values(
     assert "locked [rocm.packages].rocm: (empty) -> 7.0.2.1-1" in lines
     assert lines[-3:] == [
         f"left open [sources.{name}].version: its build reads its version from git, and at "
-        f"{world.commits[name][:12]} no version tag names it; pin the version the build "
+        f"{world.commits[name][:12]} no version tag is below it; pin the version the build "
         "should report"
         for name in ("aiter", "vllm")
     ] + [f"{world.pins}: 22 values recorded"]
@@ -159,6 +160,26 @@ def test_lock_takes_a_build_version_from_the_one_version_tag_on_the_commit(
         "should report"
     ) in lines
     assert pins.load(world.pins).sources["vllm"].version == "0.11.1rc2"
+
+
+def test_lock_takes_a_build_version_below_any_tag_as_setuptools_scm_reads_git(
+    world_702: World,
+) -> None:
+    """No tag on the commit: the nearest version tag below it and the distance, one up as
+    setuptools_scm's default scheme makes them (what verl's clone reports)."""
+    world, repo = world_702, world_702.repos["aiter"]
+    git(repo, "tag", "v0.1.12.post1", world.commits["aiter"])
+    head = git(repo, "rev-parse", "HEAD")  # one commit on
+    world.pins.write_text(edit_toml(world.pins_text(), ["sources", "aiter", "commit"], head))
+    lines = lock(world).splitlines()
+    assert "locked [sources.aiter].version: (empty) -> 0.1.12.post2.dev1" in lines
+
+
+def test_the_next_dev_release_is_setuptools_scm_s() -> None:
+    tags = [("0.22.1rc0", 384), ("0.1.12.post1", 217), ("1.2.3", 5), ("1.2.3", 0), ("2.0.dev3", 4)]
+    assert [next_dev(tag, distance) for tag, distance in tags] == [
+        "0.22.1rc1.dev384", "0.1.12.post2.dev217", "1.2.4.dev5", "1.2.3", "2.0.dev4",
+    ]  # fmt: skip
 
 
 def test_locked_fails_until_the_versions_are_pinned_by_hand(world_702: World) -> None:
@@ -195,9 +216,20 @@ def test_audit_flags_the_published_profile_and_passes_the_locked_one(world_702: 
     ]
     lock(world)
     code, rows, err = audit(world)  # locked, but two versions only you can read
-    assert (code, err) == (1, f"error: audit: 2 of {len(rows)} pins break a policy\n")
+    assert (code, err) == (1, f"error: audit: 4 of {len(rows)} pins break a policy\n")
     assert {pin: row["problems"] for pin, row in rows.items() if row["problems"]} == {
-        f"[sources.{name}].version": [f"empty: {pins.VERSION_FROM_GIT}"] for name in VERSIONS
+        **{f"[sources.{name}].version": [f"empty: {pins.VERSION_FROM_GIT}"] for name in VERSIONS},
+        # and what preflight reads of their builds, which need them
+        "[sources.vllm] version": [
+            "the tree has no .git: pin [sources.vllm].version and name one of "
+            "SETUPTOOLS_SCM_PRETEND_VERSION, SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, "
+            "VLLM_VERSION_OVERRIDE in [sources.vllm].version_env (pyproject.toml:17)"
+        ],
+        "[sources.aiter] version": [
+            "the tree has no .git: pin [sources.aiter].version and name one of "
+            "SETUPTOOLS_SCM_PRETEND_VERSION, SETUPTOOLS_SCM_PRETEND_VERSION_FOR_AMD_AITER in "
+            "[sources.aiter].version_env (pyproject.toml:2)"
+        ],
     }
     pin_versions_by_hand(world)
     code, rows, err = audit(world)

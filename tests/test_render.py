@@ -121,7 +121,8 @@ SOURCE = ["build", "source_archs"]
 def test_each_source_gets_its_version_and_its_own_arch_separator() -> None:
     vllm = render(GRAPH["vllm"], REAL, BOTH)
     assert (
-        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.22.1rc1 VLLM_VERSION_OVERRIDE=0.22.1rc1 "
+        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.22.1rc1.dev384 "
+        "VLLM_VERSION_OVERRIDE=0.22.1rc1.dev384 "
         "TRITON_KERNELS_SRC_DIR=/src/triton_kernels/python/triton_kernels/triton_kernels "
         "pip wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\\n"
     ) in vllm
@@ -198,7 +199,7 @@ def test_the_final_recipes_clean_up_check_and_keep_verls_layout() -> None:
         "/workspace/aiter/aiter/jit/build\n"
     ) in slim
     manifest = render(GRAPH["manifest"], REAL, BOTH)
-    assert "--dist=vllm==0.22.1rc1 " in manifest
+    assert "--dist=vllm==0.22.1rc1.dev384 " in manifest
     assert "--dist=sglang==0.5.15 " in manifest
     assert "--import=amdsmi " in manifest
     assert "'--env=PYTORCH_ROCM_ARCH=gfx942;gfx950'" in manifest

@@ -157,6 +157,22 @@ class History:
             versions.add(tag.removeprefix("v"))
         return versions
 
+    def described(self, commit: str) -> str | None:
+        """The version setuptools_scm derives from git at ``commit`` with no tag on it: the
+        nearest version tag below it and the distance (``git describe``), as its default
+        scheme makes them one (v0.22.1rc0, 384 commits on: 0.22.1rc1.dev384). None where no
+        version tag is below it."""
+        try:
+            described = self._git("describe", "--tags", "--long", "--match", "*[0-9]*", commit)
+        except CommandFailed:
+            return None
+        tag, distance, _ = described.rsplit("-", 2)
+        try:
+            Version(tag.removeprefix("v"))
+        except InvalidVersion:
+            return None
+        return next_dev(tag.removeprefix("v"), int(distance))
+
     def behind(self, commit: str) -> int:
         """How many commits of the tracked branch the pin lacks."""
         return int(self._git("rev-list", "--count", f"{commit}..refs/heads/{self.source.branch}"))
@@ -192,6 +208,18 @@ class History:
 
     def _git(self, *args: str) -> str:
         return git(*args, cwd=self.repo, timeout=self.timeout).strip()
+
+
+def next_dev(tag: str, distance: int) -> str:
+    """setuptools_scm's guess-next-dev: the last number of the tag's version one up, and the
+    distance as its dev release (0.22.1rc0, 384 -> 0.22.1rc1.dev384; 1.2.3, 0 -> 1.2.3)."""
+    if distance == 0:
+        return tag
+    release = tag.split("+", 1)[0]
+    if ".dev" in release:  # a dev tag is the version it leads to
+        return f"{release.split('.dev', 1)[0]}.dev{distance}"
+    head, number = re.fullmatch(r"(.*?)(\d+)", release).groups()  # type: ignore[union-attr]
+    return f"{head}{int(number) + 1}.dev{distance}"
 
 
 def merged_pr(commits: list[Commit], pr: int) -> Commit | None:

@@ -71,7 +71,8 @@ class Status(StrEnum):
     SAME = "same"
     DIFFERS = "differs"
     MISSING = "missing"  # the graph does not do it
-    EXPLAINED = "explained"  # differs or is missing on purpose (docker/differences.toml)
+    ADDED = "added"  # the graph does it, the recipe does not
+    EXPLAINED = "explained"  # differs, is missing or added on purpose (docker/differences.toml)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,10 @@ class Comparison:
 
     @property
     def unexplained(self) -> list[Row]:
-        return [row for row in self.rows if row.status in (Status.DIFFERS, Status.MISSING)]
+        return [row for row in self.rows if row.status in UNEXPLAINED]
+
+
+UNEXPLAINED = (Status.DIFFERS, Status.MISSING, Status.ADDED)
 
 
 def compare(text: str, recipe: str, run: Run, differences: Path = DIFFERENCES) -> Comparison:
@@ -112,10 +116,11 @@ def compare(text: str, recipe: str, run: Run, differences: Path = DIFFERENCES) -
     explained = explanations(Path(recipe).name, differences)
     rows = []
     used: set[tuple[str, str]] = set()
-    for item in _facts(reading):
-        status, where = graph.judge(item)
+    judged = [(item, *graph.judge(item)) for item in _facts(reading)]
+    judged += [(item, Status.ADDED, where) for item, where in graph.added(judged)]
+    for item, status, where in judged:
         why = explained.get((item.fact, item.key), "")
-        if status in (Status.DIFFERS, Status.MISSING) and why:
+        if status in UNEXPLAINED and why:
             used.add((item.fact, item.key))
             rows.append(Row(item, Status.EXPLAINED, where, why))
         else:
@@ -463,6 +468,24 @@ class _Graph:
 
     def judge(self, stated: Stated) -> tuple[Status, str]:
         return self.judges[stated.fact](stated)
+
+    def added(self, judged: list[tuple[Stated, Status, str]]) -> list[tuple[Stated, str]]:
+        """What the graph puts in the image that no fact of the recipe matched: a source
+        built here, a folder it prunes, a variable of the runtime environment."""
+        matched = {(item.fact, item.key) for item, _, _ in judged}  # the recipe has them
+        met = {where for _, _, where in judged}
+        found = []
+        for name, source in self.pins.sources.items():
+            key = repo_name(source.repo)
+            if name not in self.pins.base.provides and (Fact.SOURCE, key) not in matched:
+                found.append((Stated(Fact.SOURCE, key, source.commit, 0), f"[sources.{name}]"))
+        for pinned in self.pins.prune.dirs:
+            if f"[prune].dirs: {pinned}" not in met:
+                found.append((Stated(Fact.PRUNE, pinned, "", 0), "[prune].dirs"))
+        for name, (value, where) in sorted(self.env.items()):
+            if (Fact.ENV, name) not in matched:
+                found.append((Stated(Fact.ENV, name, value, 0), where))
+        return found
 
     def _base(self, stated: Stated) -> tuple[Status, str]:
         ours = self.pins.base.image

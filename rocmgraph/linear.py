@@ -17,13 +17,13 @@ from pathlib import Path
 from rocmgraph.monolith import HEADER, stage_texts
 from rocmgraph.run import Run
 
-# verl's Dockerfile.rocm (tests/fixtures/verl/Dockerfile.rocm): FROM rocm/primus (which
+# verl's Dockerfile.rocm (tests/fixtures/upstream/, at c791da0bf): FROM rocm/primus (which
 # provides ROCm, the torch stack, Flash Attention, TransformerEngine and aiter), the arch
-# (ARG GPU_ARCH, line 6), causal-conv1d (13), vLLM (18), verl (30), SGLang (37, then its
-# sgl-kernel at 43), mbridge (47, in the verl stage here), the runtime variables
-# (53), the amdsmi link (56), the cleanup (60). The graph's own stages go where verl's
-# cleanup is: prune gathers the kept kernels, slim removes the trees, assemble puts the
-# kept ones back.
+# (ENV PYTORCH_ROCM_ARCH, line 11), causal-conv1d (21), vLLM (31), verl (52), mbridge and
+# the stack (60, in the verl stage here), SGLang (79, then its sgl-kernel at 93), the
+# runtime variables (112), the amdsmi link (118), the cleanup (124). The graph's own
+# stages go where verl's cleanup is: prune gathers the kept kernels, slim removes the trees,
+# assemble puts the kept ones back.
 ORDER = (
     "base", "rocm", "wheels", "aiter", "flash_attention", "transformer_engine",
     "causal_conv1d", "vllm", "verl", "sglang", "sgl_kernel", "prune", "slim", "assemble",

@@ -1,12 +1,13 @@
 """`doit compare`: an upstream recipe beside the graph, fact by fact, every difference explained.
 
-verl's own recipes are not ours to ship: tests/fixtures/verl/ holds stand-ins written from the
-same facts (design.md section 4), under the same file names, so docker/differences.toml's
-explanations apply to them as to verl's files.
+verl's own recipes are read as verl has them: tests/fixtures/upstream/ holds its
+docker/rocm/Dockerfile.rocm and Dockerfile.rocm702 at c791da0bf (SOURCES.toml), under their
+file names, which docker/differences.toml's explanations name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from rocmgraph.compare import Fact, Status
 from rocmgraph.errors import CompareError
 from rocmgraph.run import Options, Run
 
-FIXTURES = ROOT / "tests" / "fixtures" / "verl"
+FIXTURES = ROOT / "tests" / "fixtures" / "upstream" / "verl-project" / "verl" / "docker" / "rocm"
 
 
 def run_of(pins: str = "pins.toml") -> Run:
@@ -32,9 +33,14 @@ def real() -> Run:
 
 
 def rows(text: str, run: Run, differences: Path) -> list[tuple[str, str, str, str]]:
-    """(fact, key, value, status) of each row, for a recipe named Dockerfile.test."""
+    """(fact, key, value, status) of each row of the recipe's own facts (not what the graph
+    adds beside them), for a recipe named Dockerfile.test."""
     comparison = compare.compare(text, "Dockerfile.test", run, differences)
-    return [(r.stated.fact, r.stated.key, r.stated.value, r.status) for r in comparison.rows]
+    return [
+        (r.stated.fact, r.stated.key, r.stated.value, r.status)
+        for r in comparison.rows
+        if r.status is not Status.ADDED
+    ]
 
 
 @pytest.fixture
@@ -54,21 +60,15 @@ EDITABLE_WHY = compare.read_differences()[0].why
 @pytest.mark.parametrize(
     ("recipe", "pins", "summary"),
     [
-        (f"{REAL}/Dockerfile.rocm", "pins.toml", "64 same, 0 differs, 0 missing, 2 explained"),
+        (
+            f"{REAL}/Dockerfile.rocm",
+            "pins.toml",
+            "64 same, 0 differs, 0 missing, 0 added, 10 explained",
+        ),
         (
             f"{REAL}/Dockerfile.rocm702",
             "pins-rocm702.toml",
-            "74 same, 0 differs, 0 missing, 11 explained",
-        ),
-        (
-            "tests/fixtures/verl/Dockerfile.rocm",
-            "pins.toml",
-            "59 same, 0 differs, 0 missing, 2 explained",
-        ),
-        (
-            "tests/fixtures/verl/Dockerfile.rocm702",
-            "pins-rocm702.toml",
-            "64 same, 0 differs, 0 missing, 11 explained",
+            "74 same, 0 differs, 0 missing, 0 added, 14 explained",
         ),
     ],
 )
@@ -98,17 +98,18 @@ def test_a_moved_pin_and_a_new_sed_fail_with_what_to_follow(tmp_path: Path) -> N
     recipe = tmp_path / "Dockerfile.rocm"
     text = (FIXTURES / "Dockerfile.rocm").read_text()
     text = text.replace("18d87a87dc39c1a50f452b218fdcc3aeec48d18e", "0" * 40)
-    text = text.replace("pip install -r requirements/rocm.txt", "sed -i s/a/b/ setup.py && "
-                        "pip install -r requirements/rocm.txt")  # fmt: skip
+    text = text.replace("pip install --no-cache-dir -r requirements/rocm.txt",
+                        "sed -i s/a/b/ setup.py && pip install --no-cache-dir -r "
+                        "requirements/rocm.txt")  # fmt: skip
     recipe.write_text(text)
     done = run_doit("compare", f"dockerfile={recipe}")
     assert done.returncode == 1
     assert (
-        f"{recipe}:19: source vllm-project/vllm {'0' * 40}: differs: [sources.vllm] commit "
+        f"{recipe}:33: source vllm-project/vllm {'0' * 40}: differs: [sources.vllm] commit "
         "18d87a87dc39c1a50f452b218fdcc3aeec48d18e, tag -"
     ) in done.stdout.splitlines()
     assert (
-        f"{recipe}:26: patch vllm-project/vllm:setup.py sed -i: missing: no patch touches it"
+        f"{recipe}:45: patch vllm-project/vllm:setup.py sed -i: missing: no patch touches it"
     ) in done.stdout.splitlines()
     assert done.stderr.strip().splitlines()[-1] == (
         f"error: compare {recipe}: 2 differences are not explained; follow the recipe, "
@@ -119,28 +120,33 @@ def test_a_moved_pin_and_a_new_sed_fail_with_what_to_follow(tmp_path: Path) -> N
 def test_an_explanation_nothing_needs_any_more_fails(tmp_path: Path) -> None:
     recipe = tmp_path / "Dockerfile.rocm"
     text = (FIXTURES / "Dockerfile.rocm").read_text()
-    editable = "pip install --no-build-isolation --no-deps -e python"
-    recipe.write_text(text.replace(editable, editable.replace("-e python", "./python")))
+    text = text.replace("-e ./python", "./python")  # SGLang, not in develop mode
+    recipe.write_text(text.replace("setup.py develop --no-deps", "setup.py bdist_wheel"))
     done = run_doit("compare", f"dockerfile={recipe}")
     assert done.returncode == 1
-    assert "docker/differences.toml: stale: build sgl-project/sglang" in done.stdout.splitlines()
+    assert done.stdout.splitlines()[-3:-1] == [
+        "docker/differences.toml: stale: build sgl-project/sglang",
+        "docker/differences.toml: stale: build vllm-project/vllm",
+    ]
     assert done.stderr.strip().splitlines()[-1] == (
-        f"error: compare {recipe}: 1 explanations match nothing any more; follow the recipe, "
+        f"error: compare {recipe}: 2 explanations match nothing any more; follow the recipe, "
         "or say why not in docker/differences.toml"
     )
 
 
 def test_json_has_every_row_and_the_stale_list() -> None:
-    done = run_doit("compare", "dockerfile=tests/fixtures/verl/Dockerfile.rocm", "format=json")
+    done = run_doit("compare", f"dockerfile={REAL}/Dockerfile.rocm", "format=json")
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["stale"] == []
-    assert len(document["rows"]) == 61
+    assert len(document["rows"]) == 74
     first = document["rows"][0]
     assert first == {
-        "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 4,
+        "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 3,
         "status": "same", "graph": "[base].image = docker.io/rocm/primus:v26.4", "why": "",
     }  # fmt: skip
+    added = next(row for row in document["rows"] if row["fact"] == "prune")
+    assert (added["status"], added["line"]) == ("explained", 0)  # the graph's, not the recipe's
 
 
 def test_compare_needs_a_recipe() -> None:
@@ -181,7 +187,8 @@ def test_wheels_by_url_are_compared_by_file_name() -> None:
         f" {base}triton-3.5.0%2Brocm7.0.2.gitffffffff-cp312-cp312-linux_x86_64.whl\n"
     )
     comparison = compare.compare(text, "Dockerfile.test", run, ROOT / "no-such.toml")
-    assert [(r.stated.key, r.stated.value, r.status) for r in comparison.rows[1:]] == [
+    own = [row for row in comparison.rows if row.status is not Status.ADDED]
+    assert [(r.stated.key, r.stated.value, r.status) for r in own[1:]] == [
         ("triton", "triton-3.5.1+rocm7.0.2.gita272dfa8-cp312-cp312-linux_x86_64.whl", Status.SAME),
         ("triton", "triton-3.5.0+rocm7.0.2.gitffffffff-cp312-cp312-linux_x86_64.whl",
          Status.DIFFERS),
@@ -285,7 +292,8 @@ def test_os_packages_links_cleanup_and_pruning() -> None:
         'CMD ["/bin/sh"]\n'
     )
     comparison = compare.compare(text, "Dockerfile.test", run, ROOT / "no-such.toml")
-    assert [(r.stated.fact, r.stated.key, r.status) for r in comparison.rows[1:]] == [
+    own = [row for row in comparison.rows if row.status is not Status.ADDED]
+    assert [(r.stated.fact, r.stated.key, r.status) for r in own[1:]] == [
         (Fact.APT, "vim", Status.SAME),
         (Fact.APT, "emacs", Status.MISSING),
         (Fact.APT_REPO, "https://repo.radeon.com/rocm/apt/7.0.2", Status.SAME),
@@ -311,8 +319,9 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
     emacs = comparison.rows[1]
     assert (emacs.status, emacs.why) == (Status.EXPLAINED, "Editors are a matter of taste.")
     assert comparison.stale == ("apt vim",)  # vim is in [base].apt: nothing to explain
+    own = [row for row in comparison.rows if row.status is not Status.ADDED]
     with pytest.raises(CompareError) as raised:
-        compare.verdict(comparison)
+        compare.verdict(dataclasses.replace(comparison, rows=tuple(own)))
     assert str(raised.value) == (
         f"compare Dockerfile.test: 1 explanations match nothing any more; follow the recipe, "
         f"or say why not in {path}"

@@ -434,6 +434,13 @@ LINK_PATH = Kind(
     "write an absolute path, or site:<path> for a path in site-packages",
 )
 SEPARATOR = Kind("separator", _separator, f"write one of {', '.join(SEPARATORS)}")
+# How pip installs one package: with its dependencies, or without (--no-deps).
+INSTALL_MODES = ("deps", "no-deps")
+INSTALL_MODE = Kind(
+    "install mode",
+    lambda value: None if value in INSTALL_MODES else f"{shown(value)} is not an install mode",
+    f"write one of {', '.join(INSTALL_MODES)}",
+)
 IMAGE = Kind("image", _image, _image_fix)
 IMAGE_NAME = Kind("image name", _image_name, _image_name_fix)
 PYTHON_VERSION = Kind(

@@ -262,6 +262,9 @@ class Python:
     vllm: Mapping[str, str] = _kind(kinds.VERSION, default={})  # after vLLM, without deps
     sglang: Mapping[str, str] = _kind(kinds.VERSION, default={})  # with SGLang
     patches: Mapping[str, tuple[str, ...]] = _kind(kinds.REPO_FILE, default={}, ordered=True)
+    # A package installed otherwise than its group installs: "deps" or "no-deps" (verl's 7.0.2
+    # recipe puts megatron-bridge in with --no-deps and xgrammar with its dependencies).
+    install: Mapping[str, str] = _kind(kinds.INSTALL_MODE, default={})
 
     def packages(self) -> Iterator[tuple[PinPath, str]]:
         """Every package pinned by version, with the path of its pin."""
@@ -758,6 +761,14 @@ def _check_packages(pins: Pins) -> None:
                 f"pins the package {format_path(first)} pins already (pip reads "
                 f"{shown(first[-1])} and {shown(path[-1])} as one)",
                 "pin each package once",
+            )
+    for name in pins.python.install:
+        if not any(name in getattr(pins.python, group) for group in ("stack", "vllm", "sglang")):
+            raise PinsError(
+                pins.file,
+                format_path(("python", "install", name)),
+                "names no package of [python.stack], [python.vllm] or [python.sglang]",
+                "name a pinned package, spelt as its group spells it",
             )
 
 

@@ -157,6 +157,7 @@ def _environment() -> jinja2.Environment:
         with_deps=lambda sources: [name for name, src in sources.items() if src.install_deps],
         wheel_globs=lambda stages: [f"/dist/{name}/*.whl" for name in stages],
         pip_install=_pip_install,
+        installed=_installed,
     )
     return env
 
@@ -227,6 +228,14 @@ def _kept_env(sources: Mapping[str, Any], archs: list[str]) -> list[tuple[str, s
         if source.keep_env:
             found.update([*_arch_env(source, archs), *source.env.items()])
     return sorted(found.items())
+
+
+def _installed(
+    packages: Mapping[str, str], install: Mapping[str, str], mode: str, default: str
+) -> dict[str, str]:
+    """The packages of a group that go in as ``mode`` ("deps" or "no-deps"): ``default``, the
+    group's way, unless [python.install] names another for them."""
+    return {name: v for name, v in packages.items() if install.get(name, default) == mode}
 
 
 def _pip_install(args: list[str], flags: str = "") -> str:

@@ -39,11 +39,16 @@ STAGE = Stage(
         ),
         ("python", "vllm"),
         ("python", "sglang"),
+        ("python", "stack"),  # installed once more after vLLM, as verl's recipe does
+        ("python", "install"),
+        ("sources", "verl", "dist"),  # verl's requirements likewise
+        ("sources", "verl", "install_deps"),
         ("links",),
         ("cleanup",),
         ("base", "workdir"),
         ("base", "provides"),
     ),
     recipe="assemble.Dockerfile.j2",
+    files=("rocmgraph/inimage/requires.py",),
     arch_dependent=True,
 )

@@ -17,6 +17,7 @@ STAGE = Stage(
         ("sources", "verl"),
         ("sources", "mbridge"),
         ("python", "stack"),
+        ("python", "install"),
         ("python", "patches"),
         ("base", "workdir"),
     ),

@@ -72,7 +72,7 @@ def test_the_real_profile_guide_runs_only_tasks_and_variables_doit_has() -> None
     listed = set(run_doit("list", "--all", "-q").stdout.split())
     commands = re.findall(r"`doit ([^`]+)`", (ROOT / "docs" / "real-profile.md").read_text())
     assert {command.split()[0] for command in commands} == {
-        "lock", "plan", "build:image", "verify", "audit"
+        "lock", "preflight", "plan", "build:image", "verify", "audit"
     }  # fmt: skip
     for command in commands:
         task, *variables = command.split()

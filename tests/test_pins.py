@@ -38,6 +38,16 @@ BAD: dict[str, tuple[Edit, str]] = {
         f"pins.toml: line {MAX_JOBS_LINE}, column 12: invalid TOML: Invalid value; "
         "fix the syntax at that position",
     ),
+    "an install mode pip has not": (
+        lambda t: t + '\n[python.install]\ndatasets = "upgrade"\n',
+        "pins.toml: [python.install].datasets: 'upgrade' is not an install mode; "
+        "write one of deps, no-deps",
+    ),
+    "an install mode for no pinned package": (
+        lambda t: t + '\n[python.install]\nnumpy = "no-deps"\n',
+        "pins.toml: [python.install].numpy: names no package of [python.stack], [python.vllm] "
+        "or [python.sglang]; name a pinned package, spelt as its group spells it",
+    ),
     "unknown key, with a suggestion": (
         lambda t: edit_toml(t, ["sources", "vllm", "comit"], "18d87a87"),
         "pins.toml: [sources.vllm]: unknown key 'comit'; did you mean 'commit'? "

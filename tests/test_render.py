@@ -161,13 +161,8 @@ def test_assemble_mounts_the_built_wheels_and_manifest_sets_the_runtime_environm
     text = render(GRAPH["assemble"], REAL, ("gfx950",))
     assert "--mount=type=bind,from=vllm,source=/dist,target=/dist/vllm" in text
     assert "from=aiter" not in text  # the base provides it: nothing to install
-    # One pip step in verl's order: the wheels with their dependencies, then without.
-    assert (
-        "    pip install /dist/causal_conv1d/*.whl /dist/vllm/*.whl \\\n"
-        "    && pip install --no-deps /dist/sglang/*.whl /dist/sgl_kernel/*.whl "
-        "xgrammar==0.1.32 ipython soundfile==0.13.1 \\\n"
-        "    && pip uninstall -y tilelang\n"
-    ) in text
+    # One pip step in verl's order (test_assemble_installs_in_verls_order)
+    assert "    pip install /dist/causal_conv1d/*.whl /dist/vllm/*.whl \\\n" in text
     assert "COPY --from=vllm /src/vllm /workspace/vllm\n" in text
     # SGLang's tree, then its patched sgl-kernel/ over it: the workspace verl's recipe leaves
     assert (
@@ -262,3 +257,24 @@ def test_doit_dockerfile_prints_the_rendered_dockerfile() -> None:
     result = run_doit("dockerfile:vllm", "arch=gfx942")
     assert result.returncode == 0, result.stderr
     assert result.stdout == render(GRAPH["vllm"], REAL, ("gfx942",))
+
+
+def test_assemble_installs_in_verls_order() -> None:
+    """vLLM with its requirements, tilelang out, xgrammar without dependencies, then verl's
+    requirements and its stack once more (theirs win where they disagree with vLLM's, as in
+    verl's recipe), SGLang and its kernels last, without dependencies."""
+    lines = render(GRAPH["assemble"], REAL, BOTH).splitlines()
+    steps = [
+        "    pip install /dist/causal_conv1d/*.whl /dist/vllm/*.whl \\",
+        "    && pip uninstall -y tilelang \\",
+        "    && pip install --no-deps xgrammar==0.1.32 \\",
+        "    && python /tmp/requires.py verl > /tmp/verl-requires.txt \\",
+        "    && pip install -r /tmp/verl-requires.txt TransferQueue==0.1.8 accelerate==1.14.0 "
+        "cupy-rocm-7-0==14.1.1 datasets==5.0.0 flash-linear-attention==0.5.1 mathruler==0.1.0 "
+        "mcore_bridge==1.5.2 megatron-core==0.18.0 qwen_vl_utils==0.0.14 \\",
+        "    && rm /tmp/verl-requires.txt \\",
+        "    && pip install --no-deps /dist/sglang/*.whl /dist/sgl_kernel/*.whl ipython "
+        "soundfile==0.13.1",
+    ]
+    start = lines.index(steps[0])
+    assert lines[start : start + len(steps)] == steps

@@ -63,6 +63,7 @@ class Fact(StrEnum):
     CLEANUP = "cleanup"  # a path it removes
     PRUNE = "prune"  # a folder whose kernel files of other archs it removes
     UNINSTALL = "uninstall"  # a package it removes
+    SUBMODULES = "submodules"  # a clone whose submodules it checks out
     CMD = "cmd"
     WORKDIR = "workdir"
 
@@ -336,6 +337,15 @@ def _ln_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
         yield Stated(Fact.LINK, _site(link), _site(target), ran.line)
 
 
+def _git_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
+    """``git submodule update`` in a clone: its submodules go into the build."""
+    if ran.words[1:3] == ("submodule", "update"):
+        place = _in_tree(".", ran.cwd, clones)
+        if ":" in place and not place.startswith("site:"):
+            flags = " ".join(word for word in ran.words[3:] if word.startswith("-"))
+            yield Stated(Fact.SUBMODULES, place.split(":", 1)[0], flags, ran.line)
+
+
 def _rm_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
     if not any(w.startswith("-") and "r" in w for w in ran.words):
         return
@@ -403,6 +413,7 @@ def _find_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
 _HANDLERS = {
     "echo": _deb_facts,
     "find": _find_facts,
+    "git": _git_facts,
     "printf": _deb_facts,
     "sed": _sed_facts,
     "ln": _ln_facts,
@@ -463,7 +474,7 @@ class _Graph:
             Fact.ENV: self._env, Fact.PATCH: self._patch, Fact.LINK: self._link,
             Fact.CLEANUP: self._cleanup, Fact.UNINSTALL: self._uninstall, Fact.CMD: self._cmd,
             Fact.WORKDIR: self._workdir, Fact.BUILD: self._build, Fact.PRUNE: self._prune,
-            Fact.REQUIREMENTS: self._requirements,
+            Fact.REQUIREMENTS: self._requirements, Fact.SUBMODULES: self._submodules,
         }  # fmt: skip
 
     def judge(self, stated: Stated) -> tuple[Status, str]:
@@ -632,6 +643,14 @@ class _Graph:
         if editable or theirs != source.install_deps:
             return Status.DIFFERS, where
         return Status.SAME, where
+
+    def _submodules(self, stated: Stated) -> tuple[Status, str]:
+        named = [n for n, s in self.pins.sources.items() if repo_name(s.repo) == stated.key]
+        if not named:
+            return Status.MISSING, "no [sources.*] has this repository"
+        fetched = all(self.pins.sources[name].submodules for name in named)
+        where = f"[sources.{named[0]}].submodules = {str(fetched).lower()}"
+        return (Status.SAME if fetched else Status.DIFFERS), where
 
     def _cmd(self, stated: Stated) -> tuple[Status, str]:
         ours = json.dumps(list(self.pins.image.cmd))

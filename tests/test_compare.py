@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_doit
+from conftest import ROOT, edit_toml, run_doit
 
 import stages
 from rocmgraph import compare, docs
@@ -63,12 +63,12 @@ EDITABLE_WHY = compare.read_differences()[0].why
         (
             f"{REAL}/Dockerfile.rocm",
             "pins.toml",
-            "64 same, 0 differs, 0 missing, 0 added, 10 explained",
+            "65 same, 0 differs, 0 missing, 0 added, 10 explained",
         ),
         (
             f"{REAL}/Dockerfile.rocm702",
             "pins-rocm702.toml",
-            "74 same, 0 differs, 0 missing, 0 added, 14 explained",
+            "76 same, 0 differs, 0 missing, 0 added, 14 explained",
         ),
     ],
 )
@@ -139,7 +139,7 @@ def test_json_has_every_row_and_the_stale_list() -> None:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["stale"] == []
-    assert len(document["rows"]) == 74
+    assert len(document["rows"]) == 75
     first = document["rows"][0]
     assert first == {
         "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 3,
@@ -147,6 +147,27 @@ def test_json_has_every_row_and_the_stale_list() -> None:
     }  # fmt: skip
     added = next(row for row in document["rows"] if row["fact"] == "prune")
     assert (added["status"], added["line"]) == ("explained", 0)  # the graph's, not the recipe's
+
+
+def test_submodules_the_recipe_checks_out_are_fetched_or_it_differs(
+    real: Run, nothing_explained: Path, tmp_path: Path
+) -> None:
+    text = (
+        "FROM rocm/primus:v26.4\n"
+        "RUN git clone https://github.com/verl-project/verl /v && cd /v && "
+        "git checkout 7b19203c52503760f92e0368067c7eb744236274 && "
+        "git submodule update --init --recursive\n"
+    )
+    assert ("submodules", "verl-project/verl", "--init --recursive", Status.SAME) in rows(
+        text, real, nothing_explained
+    )
+    off = tmp_path / "pins.toml"
+    off.write_text(edit_toml((ROOT / "pins.toml").read_text(), ["sources", "verl", "submodules"],
+                             False))  # fmt: skip
+    run = Run(Options(pins=str(off)), stages.graph())
+    comparison = compare.compare(text, "Dockerfile.test", run, nothing_explained)
+    (row,) = [r for r in comparison.rows if r.stated.fact is Fact.SUBMODULES]
+    assert (row.status, row.graph) == (Status.DIFFERS, "[sources.verl].submodules = false")
 
 
 def test_compare_needs_a_recipe() -> None:
@@ -349,7 +370,7 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
         ('[[difference]]\nrecipe = "D"\nfact = "deb x"\nwhy = "w"\n',
          "difference 1: fact 'deb x' is not <kind> <key> with a kind of base, source, pip, "
          "wheel, apt, apt-repo, env, build, requirements, patch, link, cleanup, prune, "
-         "uninstall, cmd, workdir; copy it from `doit compare`'s output"),
+         "uninstall, submodules, cmd, workdir; copy it from `doit compare`'s output"),
     ],
 )  # fmt: skip
 def test_a_wrong_entry_is_named_with_the_fix(tmp_path: Path, text: str, message: str) -> None:

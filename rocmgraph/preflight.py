@@ -11,6 +11,7 @@ fetches them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -71,13 +72,20 @@ def rows(pins: Pins, reads: Mapping[str, Read]) -> list[Row]:
     found: list[Row] = []
     for name, read in reads.items():
         source = pins.sources[name]
+        mine: list[Row] = []
         for folder in source.subdirs:
-            found += _dist_rows(name, source, read, folder)
-            fetches = build_fetches(read, folder)
-            found += fetch_rows(name, source, pins, fetches)
-            found += _arch_rows(name, source, read, folder)
-        found += _path_rows(name, source, read, reads)
+            mine += _dist_rows(name, source, read, folder)
+            mine += fetch_rows(name, source, pins, build_fetches(read, folder))
+            mine += _arch_rows(name, source, read, folder)
+        mine += _path_rows(name, source, read, reads)
+        found += [_origin(row, source.overlay) for row in mine]
     return found
+
+
+def _origin(row: Row, overlay: Mapping[str, str]) -> Row:
+    """``row`` at the file the line is in: an overlay's origin, not the file it replaces."""
+    file, _, line = row.where.rpartition(":")
+    return dataclasses.replace(row, where=f"{overlay[file]}:{line}") if file in overlay else row
 
 
 def _dist_rows(name: str, source: GitSource, read: Read, folder: str) -> list[Row]:

@@ -68,7 +68,7 @@ def test_every_fact_of_the_real_trees_matches_the_real_pins() -> None:
     assert preflight.verdict(rows) is None
     assert row(rows, "sgl_kernel", Fact.DIST, "sglang-kernel") == Row(
         "sgl_kernel", Fact.DIST, "sglang-kernel", "sglang-kernel", Verdict.OK,
-        "sgl-kernel/pyproject.toml:11",
+        "sgl-kernel/pyproject_rocm.toml:11",
     )  # fmt: skip
     assert row(rows, "sgl_kernel", Fact.VERSION, "0.4.2.post2").pins == "0.4.2.post2"
     assert row(rows, "vllm", Fact.VERSION, "from git (setuptools_scm), no fallback").pins == (
@@ -84,7 +84,7 @@ def test_every_fact_of_the_real_trees_matches_the_real_pins() -> None:
     conv = row(rows, "causal_conv1d", Fact.ARCH, "HIP_ARCHITECTURES, split on comma")
     assert (conv.pins, conv.where) == ("given, joined by ','", "setup.py:205")
     kernel = row(rows, "sgl_kernel", Fact.ARCH, "PYTORCH_ROCM_ARCH, split on either")
-    assert kernel.where == "sgl-kernel/setup.py:70"  # setup_rocm.py, patched, over setup.py
+    assert kernel.where == "sgl-kernel/setup_rocm.py:70"  # patched, copied over setup.py
     assert row(rows, "causal_conv1d", Fact.VERSION, "1.5.0.post8").where == (
         "causal_conv1d/__init__.py:1"
     )
@@ -97,7 +97,7 @@ def test_a_distribution_named_otherwise_than_the_checks_look_for_is_a_mismatch()
     assert row(rows, "sgl_kernel", Fact.DIST, "sglang-kernel") == Row(
         "sgl_kernel", Fact.DIST, "sglang-kernel",
         'sgl_kernel; the checks look for it: set [sources.sgl_kernel].dist = "sglang-kernel"',
-        Verdict.MISMATCH, "sgl-kernel/pyproject.toml:11",
+        Verdict.MISMATCH, "sgl-kernel/pyproject_rocm.toml:11",
     )  # fmt: skip
     error = preflight.verdict(rows)
     assert isinstance(error, PreflightError)

@@ -495,7 +495,7 @@ def _parse(text: str, file: str) -> dict[str, Any]:
         raise PinsError(
             file,
             f"line {exc.lineno}, column {exc.colno}",
-            f"invalid TOML: {exc.msg}",
+            f"invalid TOML: {cut(exc.msg)}",  # it may quote a key of thousands of characters
             "fix the syntax at that position",
         ) from None
     except RecursionError:  # tomli refuses inline arrays and tables nested 400 deep

@@ -224,6 +224,9 @@ class GitSource:
     # Fetches its build makes that this image's build does not take, each with why (a
     # CUDA-only branch): `doit preflight` accounts for every fetch; no input of any build.
     skipped_fetches: Mapping[str, str] = _kind(kinds.REASON, kinds.FETCH, default={}, location=True)
+    # Its dependencies upgraded to the newest they allow as it installs (pip's -U: verl's
+    # 7.0.2 recipe installs mbridge so); the newest is what a closure lock records.
+    upgrade: bool = False
     # How the assembled image installs the built wheels.
     install_deps: bool = True
     uninstall: tuple[str, ...] = _kind(kinds.NAME, default=())

@@ -22,7 +22,7 @@ ARCHS = (
 SOURCE_KEYS = (
     "arch_env, arch_separator, branch, commit, dist, env, inputs, install_deps, keep_env, mirror, "
     "overlay, patches, repo, requirements, skipped_fetches, subdirs, submodules, subtree, tag, "
-    "tree, uninstall, version, version_env, workspace"
+    "tree, uninstall, upgrade, version, version_env, workspace"
 )
 
 Edit = Callable[[str], str]

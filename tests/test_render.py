@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import PINS, delete_toml, edit_toml, run_doit
+from conftest import PINS, ROOT, delete_toml, edit_toml, run_doit
 
 import stages
 from rocmgraph import pins
@@ -278,3 +278,14 @@ def test_assemble_installs_in_verls_order() -> None:
     ]
     start = lines.index(steps[0])
     assert lines[start : start + len(steps)] == steps
+
+
+def test_the_702_profile_installs_as_its_recipe_does() -> None:
+    """Dockerfile.rocm702: mbridge with -U, megatron-bridge without its dependencies,
+    xgrammar with them."""
+    run = Run(Options(pins=str(ROOT / "pins-rocm702.toml")), stages.graph())
+    verl = render(run.graph["verl"], run.pins, BOTH)
+    assert "    pip install -U --no-build-isolation /src/mbridge\n" in verl
+    assert "    && pip install --no-deps megatron-bridge==0.5.0\n" in verl
+    assemble = render(run.graph["assemble"], run.pins, BOTH)
+    assert "    && pip install xgrammar==0.1.32 \\\n" in assemble

@@ -209,6 +209,29 @@ def cmake_fetches(read: Read, folder: str = ".") -> list[Fetch]:
     return project.found
 
 
+def rust_fetches(read: Read, folder: str = ".") -> list[Fetch]:
+    """Rust extensions (setuptools-rust): cargo fetches their crates as it builds them.
+    Declared in pyproject's [tool.setuptools-rust] or as setup()'s rust_extensions."""
+    found = []
+    pyproject = join(folder, "pyproject.toml")
+    text = read(pyproject)
+    for module in _table(_toml(text), "tool", "setuptools-rust").get("ext-modules", []):
+        if isinstance(module, dict):
+            line = _line_of(text, r"\[\[tool\.setuptools-rust\.ext-modules\]\]")
+            what = f"cargo: {module.get('path', module.get('target', '?'))}"
+            found.append(Fetch(what, "", Where(pyproject, line)))
+    script = join(folder, "setup.py")
+    tree = _python(read(script))
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and _called(node) == "setup":
+            for keyword in node.keywords:
+                if keyword.arg == "rust_extensions":
+                    found.append(
+                        Fetch(f"{script}:rust_extensions", "", Where(script, keyword.value.lineno))
+                    )
+    return found
+
+
 def python_fetches(read: Read, script: str) -> list[Fetch]:
     """Downloads in a setup script: urllib's and requests' calls, and curl, wget or git
     clone run as commands."""
@@ -518,8 +541,9 @@ def _python(text: str | None) -> ast.Module | None:
 
 
 def _line_of(text: str | None, key: str) -> int:
+    """The line that starts with ``key`` (a pattern), assigned or not."""
     for number, line in enumerate((text or "").splitlines(), 1):
-        if re.match(rf"{key}\s*=", line):
+        if re.match(rf"{key}(\s*=|$)", line):
             return number
     return 0
 

@@ -214,3 +214,16 @@ def test_the_demo_trees_carry_the_real_quirks_preflight_reads(tmp_path: Path) ->
         ("http://127.0.0.1:28470/git/triton.git v3.5.1", "given: TRITON_KERNELS_SRC_DIR"),
         ("setup.py:triton_kernels", "given: TRITON_KERNELS_SRC_DIR"),
     ]
+
+
+def test_a_rust_extension_is_a_fetch_cargo_makes() -> None:
+    rows = check(real_pins())
+    rust = row(rows, "vllm", Fact.FETCH, "setup.py:rust_extensions")
+    assert (rust.verdict, rust.where) == (Verdict.OK, "setup.py:1159")
+    # SGLang's gRPC module is in Rust too: its patch takes it out of the build
+    assert not [r for r in rows if r.source == "sglang" and r.fact is Fact.FETCH]
+    unpatched = edit_toml(real_pins(), ["sources", "sglang", "patches"], [
+        "docker/patches/sglang/0001-layernorm-in-place-fused-add-rms-norm.patch",
+    ])  # fmt: skip
+    grpc = row(check(unpatched), "sglang", Fact.FETCH, "cargo: ../rust/sglang-grpc/Cargo.toml")
+    assert (grpc.verdict, grpc.where) == (Verdict.MISMATCH, "python/pyproject.toml:212")

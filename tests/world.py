@@ -160,7 +160,7 @@ def _upstream(source: pins.GitSource, real: pins.Pins) -> dict[str, str]:
     files = {
         entry["path"]: (UPSTREAM / owner_repo / entry["path"]).read_text()
         for entry in listed
-        if entry["repo"] == source.repo
+        if entry["repo"] == source.repo and source.commit and entry["commit"] == source.commit
     }
     for path in source.inputs.values():
         tag = real.sources[path.split("/", 1)[0]].tag
@@ -249,6 +249,8 @@ def _upstreams(
         mirrors[url] = f"file://{repo}"
         for name in names:
             source, pinned = real.sources[name], document["sources"][name]
+            if not _upstream(source, real):  # its own tree: none of the real one's fetches
+                pinned.pop("skipped_fetches", None)
             repos[name] = repo
             if source.tag and name == names[0]:
                 git(repo, "tag", "-a", source.tag, "-m", "release", first)

@@ -64,6 +64,7 @@ class Fact(StrEnum):
     PRUNE = "prune"  # a folder whose kernel files of other archs it removes
     UNINSTALL = "uninstall"  # a package it removes
     SUBMODULES = "submodules"  # a clone whose submodules it checks out
+    DEPS = "deps"  # a package pip installs with its dependencies, or without (--no-deps)
     CMD = "cmd"
     WORKDIR = "workdir"
 
@@ -373,6 +374,7 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
             editable = at in install.editable
             arg = pipargs.requirement_of(args[at], editable)
             if pipargs.judge(arg, editable=editable).verdict is not pipargs.Verdict.LOCAL:
+                yield from _deps_fact(arg, "--no-deps" in args, ran.line)
                 continue
             place = _in_tree(arg, ran.cwd, clones)
             if ":" in place and not place.startswith("site:"):
@@ -392,6 +394,18 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
                 deps = " --no-deps" if "--no-deps" in words else ""
                 folder = posixpath.dirname(script_path) or "."
                 yield Stated(Fact.BUILD, repo, f"setup.py {verb}{deps} {folder}", ran.line)
+
+
+def _deps_fact(requirement: str, no_deps: bool, line: int) -> Iterator[Stated]:
+    """Whether pip installs a package from an index with its dependencies: a named
+    requirement only (a wheel's URL or a git source is another fact's)."""
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement:
+        return
+    if not parsed.url:
+        mode = "no-deps" if no_deps else "deps"
+        yield Stated(Fact.DEPS, str(canonicalize_name(parsed.name)), mode, line)
 
 
 def _find_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
@@ -475,6 +489,7 @@ class _Graph:
             Fact.CLEANUP: self._cleanup, Fact.UNINSTALL: self._uninstall, Fact.CMD: self._cmd,
             Fact.WORKDIR: self._workdir, Fact.BUILD: self._build, Fact.PRUNE: self._prune,
             Fact.REQUIREMENTS: self._requirements, Fact.SUBMODULES: self._submodules,
+            Fact.DEPS: self._deps,
         }  # fmt: skip
 
     def judge(self, stated: Stated) -> tuple[Status, str]:
@@ -643,6 +658,19 @@ class _Graph:
         if editable or theirs != source.install_deps:
             return Status.DIFFERS, where
         return Status.SAME, where
+
+    def _deps(self, stated: Stated) -> tuple[Status, str]:
+        python = self.pins.python
+        for group in ("tools", "stack", "vllm", "sglang"):
+            names = {str(canonicalize_name(name)): name for name in getattr(python, group)}
+            if stated.key in names:
+                default = "deps" if group in ("tools", "stack") else "no-deps"
+                mode = python.install.get(names[stated.key], default)
+                where = f"[python.{group}] installs it with " + (
+                    "its dependencies" if mode == "deps" else "--no-deps"
+                )
+                return (Status.SAME if mode == stated.value else Status.DIFFERS), where
+        return Status.MISSING, "not installed by the graph"
 
     def _submodules(self, stated: Stated) -> tuple[Status, str]:
         named = [n for n, s in self.pins.sources.items() if repo_name(s.repo) == stated.key]

@@ -34,12 +34,13 @@ def real() -> Run:
 
 def rows(text: str, run: Run, differences: Path) -> list[tuple[str, str, str, str]]:
     """(fact, key, value, status) of each row of the recipe's own facts (not what the graph
-    adds beside them), for a recipe named Dockerfile.test."""
+    adds beside them, nor how pip takes each package: test_how_pip_takes_each_package), for
+    a recipe named Dockerfile.test."""
     comparison = compare.compare(text, "Dockerfile.test", run, differences)
     return [
         (r.stated.fact, r.stated.key, r.stated.value, r.status)
         for r in comparison.rows
-        if r.status is not Status.ADDED
+        if r.status is not Status.ADDED and r.stated.fact is not Fact.DEPS
     ]
 
 
@@ -63,12 +64,12 @@ EDITABLE_WHY = compare.read_differences()[0].why
         (
             f"{REAL}/Dockerfile.rocm",
             "pins.toml",
-            "65 same, 0 differs, 0 missing, 0 added, 10 explained",
+            "78 same, 0 differs, 0 missing, 0 added, 10 explained",
         ),
         (
             f"{REAL}/Dockerfile.rocm702",
             "pins-rocm702.toml",
-            "76 same, 0 differs, 0 missing, 0 added, 14 explained",
+            "94 same, 0 differs, 0 missing, 0 added, 14 explained",
         ),
     ],
 )
@@ -139,7 +140,7 @@ def test_json_has_every_row_and_the_stale_list() -> None:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["stale"] == []
-    assert len(document["rows"]) == 75
+    assert len(document["rows"]) == 88
     first = document["rows"][0]
     assert first == {
         "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 3,
@@ -168,6 +169,29 @@ def test_submodules_the_recipe_checks_out_are_fetched_or_it_differs(
     comparison = compare.compare(text, "Dockerfile.test", run, nothing_explained)
     (row,) = [r for r in comparison.rows if r.stated.fact is Fact.SUBMODULES]
     assert (row.status, row.graph) == (Status.DIFFERS, "[sources.verl].submodules = false")
+
+
+def test_how_pip_takes_each_package(tmp_path: Path, nothing_explained: Path) -> None:
+    """--no-deps or not, beside the package's group and [python.install]: verl's 7.0.2
+    recipe installs megatron-bridge without its dependencies and xgrammar with them."""
+    text = (
+        "FROM ubuntu:22.04\n"
+        "RUN pip install --no-deps megatron-bridge==0.5.0 && pip install xgrammar==0.1.32\n"
+    )
+    pins_702 = (ROOT / "pins-rocm702.toml").read_text()
+    plain = tmp_path / "pins.toml"
+    plain.write_text(pins_702.replace('megatron-bridge = "no-deps"', "").replace(
+        'xgrammar = "deps"', ""))  # fmt: skip
+    for pins, status in ((ROOT / "pins-rocm702.toml", Status.SAME), (plain, Status.DIFFERS)):
+        run = Run(Options(pins=str(pins)), stages.graph())
+        comparison = compare.compare(text, "Dockerfile.test", run, nothing_explained)
+        deps = [(r.stated.key, r.stated.value, r.status, r.graph) for r in comparison.rows
+                if r.stated.fact is Fact.DEPS]  # fmt: skip
+        assert [row[:3] for row in deps] == [
+            ("megatron-bridge", "no-deps", status),
+            ("xgrammar", "deps", status),
+        ]
+    assert deps[0][3] == "[python.stack] installs it with its dependencies"
 
 
 def test_compare_needs_a_recipe() -> None:
@@ -370,7 +394,7 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
         ('[[difference]]\nrecipe = "D"\nfact = "deb x"\nwhy = "w"\n',
          "difference 1: fact 'deb x' is not <kind> <key> with a kind of base, source, pip, "
          "wheel, apt, apt-repo, env, build, requirements, patch, link, cleanup, prune, "
-         "uninstall, submodules, cmd, workdir; copy it from `doit compare`'s output"),
+         "uninstall, submodules, deps, cmd, workdir; copy it from `doit compare`'s output"),
     ],
 )  # fmt: skip
 def test_a_wrong_entry_is_named_with_the_fix(tmp_path: Path, text: str, message: str) -> None:

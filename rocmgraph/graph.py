@@ -98,7 +98,7 @@ class Stage:
 # How assemble installs what a source stage built, and whether the manifest stage keeps its
 # build variables in the image: no input of the build (a change there rebuilds no wheel,
 # which would be hours of vLLM).
-INSTALL_KNOBS = ("install_deps", "uninstall", "keep_env")
+INSTALL_KNOBS = ("install_deps", "uninstall", "keep_env", "build_only_env")
 
 
 def built_from(source: str) -> tuple[PinPath, ...]:

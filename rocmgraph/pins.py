@@ -217,6 +217,9 @@ class GitSource:
     version_env: tuple[str, ...] = _kind(kinds.ENV_NAME, default=())
     arch_separator: str = _kind(kinds.SEPARATOR, default="semicolon")  # in its arch_env
     keep_env: bool = False  # its env and arch_env stay in the runtime image, as verl's recipe
+    # But these, which only its build is given (verl's 7.0.2 recipe sets GPU_ARCHS on
+    # TransformerEngine's build line alone: in the image, aiter's JIT would read it).
+    build_only_env: tuple[str, ...] = _kind(kinds.ENV_NAME, default=())
     workspace: str = _kind(kinds.optional(kinds.NAME), default="")  # tree at <workdir>/<this>
     # Trees its build is given instead of fetching them itself: variable -> "<source>/<path>",
     # the folder of that pinned source's tree in the context (vLLM's TRITON_KERNELS_SRC_DIR).

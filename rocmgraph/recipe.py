@@ -226,7 +226,8 @@ def _kept_env(sources: Mapping[str, Any], archs: list[str]) -> list[tuple[str, s
     found: dict[str, str] = {}
     for source in sources.values():
         if source.keep_env:
-            found.update([*_arch_env(source, archs), *source.env.items()])
+            kept = [*_arch_env(source, archs), *source.env.items()]
+            found.update(pair for pair in kept if pair[0] not in source.build_only_env)
     return sorted(found.items())
 
 

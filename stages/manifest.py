@@ -25,7 +25,10 @@ SOURCES = (
 )  # fmt: skip
 
 # What it reads of each: what the smoke check finds, and the variables a source keeps.
-SOURCE_KNOBS = ("version", "dist", "subdirs", "keep_env", "env", "arch_env", "arch_separator")
+SOURCE_KNOBS = (
+    "version", "dist", "subdirs", "keep_env", "build_only_env", "env", "arch_env",
+    "arch_separator",
+)  # fmt: skip
 
 STAGE = Stage(
     name="manifest",

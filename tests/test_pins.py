@@ -20,7 +20,8 @@ ARCHS = (
     "gfx1152, gfx1153, gfx1200, gfx1201, gfx1250"
 )
 SOURCE_KEYS = (
-    "arch_env, arch_separator, branch, commit, dist, env, inputs, install_deps, keep_env, mirror, "
+    "arch_env, arch_separator, branch, build_only_env, commit, dist, env, inputs, install_deps, "
+    "keep_env, mirror, "
     "overlay, patches, repo, requirements, skipped_fetches, subdirs, submodules, subtree, tag, "
     "tree, uninstall, upgrade, version, version_env, workspace"
 )

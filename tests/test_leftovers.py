@@ -29,6 +29,27 @@ def test_what_dead_runs_left_is_swept_once_and_nothing_else(tmp_path: Path) -> N
     assert (folder / f"{dead}-later").is_dir()
 
 
+def test_threads_that_ask_for_a_fresh_folder_at_once_each_get_it_made(tmp_path: Path) -> None:
+    """The builds of two archs in one process reach .build/secrets/ together: none may go
+    on before the first has made the folder (it did, one round in ten, before the fix)."""
+    for round_ in range(100):
+        folder = tmp_path / str(round_) / "secrets"
+        start, made = threading.Barrier(4), list[bool]()
+
+        def ask(
+            folder: Path = folder, start: threading.Barrier = start, made: list[bool] = made
+        ) -> None:
+            start.wait()
+            made.append(leftovers.scratch(folder).is_dir())
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert made == [True] * 4, round_
+
+
 def test_a_store_download_works_in_a_scratch_file_named_after_the_run(tmp_path: Path) -> None:
     store = Store(tmp_path)
     with LoopbackServer() as server:

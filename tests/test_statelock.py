@@ -160,15 +160,22 @@ def _build_at_once(tmp_path: Path, engine: SlowEngine, *jobs: tuple[str, str]) -
         run = Run(Options(pins=str(pins), arch=arch, hermetic=False), graph)
         engine.refs.update(run.ref(parent) for parent in run.graph.ancestors(stage))
 
+    raised: list[BaseException] = []
+
     def one(index: int, arch: str, stage: str) -> None:
         run = Run(Options(pins=str(pins), arch=arch, hermetic=False), graph)
-        done[index] = build.build_stage(run, engine, outside, stage)
+        try:
+            done[index] = build.build_stage(run, engine, outside, stage)
+        except BaseException as exc:  # raised here, with its traceback, not lost in a thread
+            raised.append(exc)
 
     threads = [threading.Thread(target=one, args=(index, *job)) for index, job in enumerate(jobs)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    for exc in raised:
+        raise exc
     return [done[index] for index in range(len(jobs))]
 
 

@@ -23,12 +23,11 @@ _SWEPT_LOCK = threading.Lock()
 
 def scratch(folder: Path) -> Path:
     """``folder``, made if need be, rid of what dead runs left there, once per run."""
-    with _SWEPT_LOCK:
-        if folder in _SWEPT:
-            return folder
-        _SWEPT.add(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sweep(folder)
+    with _SWEPT_LOCK:  # held through the sweep: a thread that comes meanwhile waits for it
+        if folder not in _SWEPT:
+            sweep(folder)
+            _SWEPT.add(folder)
     return folder
 
 

@@ -3,9 +3,13 @@
 The recipe is read as the audit reads it (BuildKit's grammar, RUN as shell,
 variables resolved: rocmgraph.dockerfile_audit.read). Every fact it states is
 listed: its base image, the sources it clones and the ref it checks out, the
-Python packages and wheels it installs, its apt packages and repositories, its
-runtime environment, the files it edits with sed (a patch of the graph must
-touch each), its links, its cleanup, its command and working folder. Each fact
+Python packages and wheels it installs (with their dependencies or not), how it
+builds each clone (editable, in pip's isolated environment or not, -U, the
+variables on its command line), the order of its installs (the later one wins),
+its apt packages and repositories, its runtime environment, the files it edits
+with sed (a patch of the graph must touch each), its links, its cleanup, its
+command and working folder. The graph's side of the order is read from its own
+rendered recipes, as the recipe is read. Each fact
 is set beside what the graph does (the pins and the rendered recipes): the
 same, different, or not at all. A difference the project makes on purpose is
 listed, with its reason, in docker/differences.toml; the README's table is made
@@ -16,6 +20,7 @@ what the graph must follow when verl changes its recipe.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import itertools
 import json
 import posixpath
@@ -65,6 +70,8 @@ class Fact(StrEnum):
     UNINSTALL = "uninstall"  # a package it removes
     SUBMODULES = "submodules"  # a clone whose submodules it checks out
     DEPS = "deps"  # a package pip installs with its dependencies, or without (--no-deps)
+    BUILD_ENV = "build-env"  # a variable a clone's build is given on its command line
+    ORDER = "order"  # one install, then the next: the later one wins where both touch a package
     CMD = "cmd"
     WORKDIR = "workdir"
 
@@ -118,7 +125,9 @@ def compare(text: str, recipe: str, run: Run, differences: Path = DIFFERENCES) -
     explained = explanations(Path(recipe).name, differences)
     rows = []
     used: set[tuple[str, str]] = set()
-    judged = [(item, *graph.judge(item)) for item in _facts(reading)]
+    facts = list(_facts(reading))
+    ordered = _order(reading, graph)
+    judged = [(item, *graph.judge(item)) for item in [*facts, *ordered]]
     judged += [(item, Status.ADDED, where) for item, where in graph.added(judged)]
     for item, status, where in judged:
         why = explained.get((item.fact, item.key), "")
@@ -252,6 +261,39 @@ def _facts(reading: Reading) -> Iterator[Stated]:
     yield Stated(Fact.WORKDIR, "WORKDIR", reading.workdir, 0)
 
 
+_INSTALLS = (Fact.BUILD, Fact.REQUIREMENTS, Fact.DEPS, Fact.UNINSTALL, Fact.PIP)
+Place = tuple[int, ...]  # where an install runs: (stage,) line, command
+
+
+def _installs(reading: Reading) -> Iterator[tuple[Stated, Place]]:
+    """Each install of a recipe, with where it runs: its line and its command's number (two
+    commands of one line, ``pip uninstall x && pip install y``, run one after the other)."""
+    clones = {clone.path: clone for clone in reading.clones if clone.path}
+    for index, ran in enumerate(reading.ran):
+        for item in _ran_facts(ran, clones):
+            if item.fact in _INSTALLS:
+                yield item, (ran.line, index)
+
+
+def _last(installs: Iterator[tuple[str | None, Place]]) -> dict[str, Place]:
+    """Where each thing is installed last: what is installed again takes its later place."""
+    last: dict[str, Place] = {}
+    for name, at in installs:
+        if name is not None:
+            last[name] = max(at, last.get(name, at))
+    return last
+
+
+def _order(reading: Reading, graph: _Graph) -> Iterator[Stated]:
+    """The recipe's install order, one fact per step from one install to the next, among the
+    things both the recipe and the graph install: "before", or "with" (one pip command)."""
+    placed = _last((graph.installs(item), at) for item, at in _installs(reading))
+    both = sorted((at, name) for name, at in placed.items() if name in graph.installed)
+    for (before, first), (after, then) in itertools.pairwise(both):
+        value = "with" if before == after else "before"
+        yield Stated(Fact.ORDER, f"{first}, {then}", value, after[0])
+
+
 def _split_ref(url: str) -> tuple[str, str]:
     """``https://host/org/repo@ref`` -> (url, ref); a URL with no ref -> (url, "")."""
     scheme, _, rest = url.partition("://")
@@ -378,10 +420,11 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
                 continue
             place = _in_tree(arg, ran.cwd, clones)
             if ":" in place and not place.startswith("site:"):
-                how = "pip install -e" if editable else "pip install"
-                how += " --no-deps" if "--no-deps" in args else ""
+                flags = [flag for flag in _PIP_FLAGS if set(_PIP_FLAGS[flag]) & set(args)]
+                how = " ".join(["pip install", *(["-e"] if editable else []), *flags])
                 repo, folder = place.split(":", 1)
                 yield Stated(Fact.BUILD, repo, f"{how} {folder or '.'}", ran.line)
+                yield from _env_facts(ran, repo)
             else:  # a package folder of the image (ROCm's amd_smi), or wheels built earlier
                 yield Stated(Fact.PIP, place, "", ran.line)
     else:
@@ -394,18 +437,33 @@ def _python_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]
                 deps = " --no-deps" if "--no-deps" in words else ""
                 folder = posixpath.dirname(script_path) or "."
                 yield Stated(Fact.BUILD, repo, f"setup.py {verb}{deps} {folder}", ran.line)
+                yield from _env_facts(ran, repo)
+
+
+# The pip flags of a clone's build that change what it builds or installs, as compare writes
+# them (in this order), and how a recipe may spell each.
+_PIP_FLAGS = {
+    "-U": ("-U", "--upgrade"),
+    "--no-build-isolation": ("--no-build-isolation",),
+    "--no-deps": ("--no-deps",),
+}
+
+
+def _env_facts(ran: dockerfile_audit.Ran, repo: str) -> Iterator[Stated]:
+    """The variables a clone's build command is given before its name (``MAX_JOBS=64``)."""
+    for name, value in ran.env:
+        yield Stated(Fact.BUILD_ENV, f"{repo} {name}", value, ran.line)
 
 
 def _deps_fact(requirement: str, no_deps: bool, line: int) -> Iterator[Stated]:
-    """Whether pip installs a package from an index with its dependencies: a named
-    requirement only (a wheel's URL or a git source is another fact's)."""
-    try:
-        parsed = Requirement(requirement)
-    except InvalidRequirement:
-        return
-    if not parsed.url:
-        mode = "no-deps" if no_deps else "deps"
-        yield Stated(Fact.DEPS, str(canonicalize_name(parsed.name)), mode, line)
+    """Whether pip installs a package from an index, or a source from its repository (by
+    the repository's name), with its dependencies (a wheel's URL is another fact's)."""
+    mode = "no-deps" if no_deps else "deps"
+    stated = _requirement(requirement, line)
+    if stated.fact is Fact.SOURCE:
+        yield Stated(Fact.DEPS, stated.key, mode, line)
+    elif stated.fact is Fact.PIP and stated.key == str(canonicalize_name(stated.key)):
+        yield Stated(Fact.DEPS, stated.key, mode, line)  # a name, not what pip could not read
 
 
 def _find_facts(ran: dockerfile_audit.Ran, clones: Clones) -> Iterator[Stated]:
@@ -479,6 +537,7 @@ class _Graph:
     """What the graph does, from its pins and its rendered recipes."""
 
     def __init__(self, run: Run) -> None:
+        self.run = run
         self.pins: Pins = run.pins
         self.env = _rendered_env(run)
         self.patched = _patched_files(run.pins)
@@ -489,7 +548,7 @@ class _Graph:
             Fact.CLEANUP: self._cleanup, Fact.UNINSTALL: self._uninstall, Fact.CMD: self._cmd,
             Fact.WORKDIR: self._workdir, Fact.BUILD: self._build, Fact.PRUNE: self._prune,
             Fact.REQUIREMENTS: self._requirements, Fact.SUBMODULES: self._submodules,
-            Fact.DEPS: self._deps,
+            Fact.DEPS: self._deps, Fact.BUILD_ENV: self._build_env, Fact.ORDER: self._order,
         }  # fmt: skip
 
     def judge(self, stated: Stated) -> tuple[Status, str]:
@@ -639,27 +698,129 @@ class _Graph:
 
     def _build(self, stated: Stated) -> tuple[Status, str]:
         """A clone's build: the source of that repository that builds that folder, and
-        whether it installs the same way (editable, with or without dependencies)."""
+        whether it installs the same way (editable, with or without dependencies, in pip's
+        isolated build environment or in the image's, upgrading what is there)."""
         how, _, folder = stated.value.rpartition(" ")
-        named = [name for name, s in self.pins.sources.items() if repo_name(s.repo) == stated.key]
-        name = next((n for n in named if folder in self.pins.sources[n].subdirs), None)
-        name = name or (named[0] if named else None)
+        name = self._built_by(stated.key, folder)
         if name is None:
             return Status.MISSING, "no [sources.*] has this repository"
         source = self.pins.sources[name]
         if name in self.pins.base.provides:
             return Status.DIFFERS, f"[sources.{name}]: the base image provides it"
+        words = how.split()
+        pip = words[0] == "pip"  # setup.py's own verbs build in the image, and are not pip's
+        isolated = "--no-build-isolation" not in self._recipe_of(name)
+        ours = (False, source.install_deps, isolated, source.upgrade)
+        theirs = (
+            "develop" in words or "-e" in words,
+            "--no-deps" not in words if pip else source.install_deps,
+            pip and "--no-build-isolation" not in words,
+            "-U" in words,
+        )
         layout = f", its tree at {source.workspace}" if source.workspace else ""
         deps = "with its dependencies" if source.install_deps else "without its dependencies"
-        where = f"stage {name} builds a wheel of {folder}, installed {deps}{layout}"
-        editable = "develop" in how or "-e" in how
-        # pip installs dependencies unless told not to (setup.py's own verbs are not pip's)
-        theirs = "--no-deps" not in how if how.startswith("pip") else source.install_deps
-        if editable or theirs != source.install_deps:
-            return Status.DIFFERS, where
-        return Status.SAME, where
+        build = "in pip's isolated environment" if isolated else "with --no-build-isolation"
+        upgrade = ", -U" if source.upgrade else ""
+        where = f"stage {name} builds a wheel of {folder} {build}, installed {deps}{upgrade}"
+        return (Status.SAME if ours == theirs else Status.DIFFERS), where + layout
+
+    def _built_by(self, repo: str, folder: str) -> str | None:
+        """The source of ``repo`` that builds ``folder`` (else its first)."""
+        named = [name for name, s in self.pins.sources.items() if repo_name(s.repo) == repo]
+        return next((n for n in named if folder in self.pins.sources[n].subdirs), None) or (
+            named[0] if named else None
+        )
+
+    def _recipe_of(self, source: str) -> str:
+        """The rendered recipe of the stage that builds ``source``."""
+        stage = next((s for s in self.run.graph if source in s.sources), None)
+        if stage is None:
+            return ""
+        return render(stage, self.pins, self.run.archs)
+
+    def _build_env(self, stated: Stated) -> tuple[Status, str]:
+        """A variable of a clone's build: MAX_JOBS is [build].max_jobs, an arch variable gets
+        the arch set, any other is the source's [sources.*.env]."""
+        repo, _, variable = stated.key.rpartition(" ")
+        name = self._built_by(repo, "")
+        if name is None:
+            return Status.MISSING, "no [sources.*] has this repository"
+        source = self.pins.sources[name]
+        if variable == "MAX_JOBS":
+            ours = str(self.pins.build.max_jobs)
+            return (Status.SAME if ours == stated.value else Status.DIFFERS), (
+                f"[build].max_jobs = {ours}"
+            )
+        if variable in source.arch_env:
+            return Status.SAME, f"[sources.{name}].arch_env: the arch set of the build"
+        if variable in source.env:
+            ours = source.env[variable]
+            where = f"[sources.{name}.env].{variable} = {ours}"
+            return (Status.SAME if ours == stated.value else Status.DIFFERS), where
+        return Status.MISSING, f"[sources.{name}] does not set {variable}"
+
+    def installs(self, item: Stated) -> str | None:
+        """What an install (of a recipe, or of the graph's own recipes) installs, named alike
+        on both sides: a source by its name in the pins, a package, a removal. The build
+        tools ([python.tools]) are none: they go in first, and only builds use them."""
+        if item.fact is Fact.UNINSTALL:
+            return f"{item.key} (removed)"
+        if item.fact is Fact.BUILD:
+            return self._built_by(item.key, item.value.rpartition(" ")[2])
+        if item.fact is Fact.REQUIREMENTS and ":" in item.key:  # they go in with their source
+            return self._built_by(item.key.split(":", 1)[0], "")
+        if item.fact is Fact.DEPS and "/" in item.key:  # pip install git+<repository>
+            return self._built_by(item.key, "")
+        if item.fact is Fact.DEPS:
+            tools = {str(canonicalize_name(name)) for name in self.pins.python.tools}
+            return None if item.key in tools else item.key
+        return self._paths.get(item.key)  # the graph's own: a wheel, a tree, requirements
+
+    @functools.cached_property
+    def _paths(self) -> dict[str, str]:
+        """The paths the graph's recipes install a source from (its wheels, its tree, the
+        requirements assemble resolves for it) -> the source."""
+        workdir, paths = self.pins.base.workdir, {}
+        for name, source in self.pins.sources.items():
+            paths[f"/src/{name}"] = paths[f"/dist/{name}/*.whl"] = name
+            paths[f"/tmp/{name}-requires.txt"] = name
+            if source.workspace:
+                paths[f"{workdir}/{source.workspace}"] = name
+        return paths
+
+    @functools.cached_property
+    def _final_line(self) -> list[str]:
+        return _lineage(self.run, self.run.graph.closure(self.run.graph.final))
+
+    @functools.cached_property
+    def installed(self) -> dict[str, Place]:
+        """Where the graph installs each thing last: (its stage's place in the final image's
+        line, the line and command of its rendered recipe)."""
+        run, found = self.run, []
+        for at, name in enumerate(self._final_line):
+            text = render(run.graph[name], self.pins, run.archs)
+            reading = dockerfile_audit.read(text, f"{name} recipe", record=True)
+            found += [(self.installs(item), (at, *place)) for item, place in _installs(reading)]
+        return _last(iter(found))
+
+    def _order(self, stated: Stated) -> tuple[Status, str]:
+        first, then = stated.key.split(", ")
+        before, after = self.installed[first], self.installed[then]
+        ours = "with" if before == after else "before" if before < after else "after"
+        stages = self._final_line
+        where = f"stage {stages[before[0]]} installs {first} {ours} {then}"
+        if before[0] != after[0]:
+            where += f" (stage {stages[after[0]]})"
+        return (Status.SAME if ours == stated.value else Status.DIFFERS), where
 
     def _deps(self, stated: Stated) -> tuple[Status, str]:
+        if "/" in stated.key:  # a source pip installs from its repository
+            name = self._built_by(stated.key, "")
+            if name is None:
+                return Status.MISSING, "no [sources.*] has this repository"
+            deps = self.pins.sources[name].install_deps
+            where = f"[sources.{name}].install_deps = {str(deps).lower()}"
+            return (Status.SAME if deps == (stated.value == "deps") else Status.DIFFERS), where
         python = self.pins.python
         for group in ("tools", "stack", "vllm", "sglang"):
             names = {str(canonicalize_name(name)): name for name in getattr(python, group)}

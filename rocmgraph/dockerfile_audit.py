@@ -146,6 +146,7 @@ class Ran:
     words: tuple[str, ...]
     line: int
     cwd: str | None
+    env: tuple[tuple[str, str], ...] = ()  # its NAME=value prefixes (``MAX_JOBS=64 python ...``)
 
 
 @dataclass(frozen=True)
@@ -539,7 +540,8 @@ class _Walker:
         values = [value.value for value, _ in words]
         if self.record:
             line = script.text.line_at(words[0][1].offset)
-            self.ran.append(Ran(tuple(values), line, _cwd(script, command.scopes)))
+            env = tuple((n, self._shell_word(script, w.text).value) for n, w in command.env)
+            self.ran.append(Ran(tuple(values), line, _cwd(script, command.scopes), env))
         if name == "cd":
             self._cd(script, command.scopes, words[1:])
         elif name == "git":

@@ -34,14 +34,21 @@ def real() -> Run:
 
 def rows(text: str, run: Run, differences: Path) -> list[tuple[str, str, str, str]]:
     """(fact, key, value, status) of each row of the recipe's own facts (not what the graph
-    adds beside them, nor how pip takes each package: test_how_pip_takes_each_package), for
-    a recipe named Dockerfile.test."""
+    adds beside them, how pip takes each package or the order: test_how_pip_takes_each_package,
+    test_the_install_order_...), for a recipe named Dockerfile.test."""
     comparison = compare.compare(text, "Dockerfile.test", run, differences)
     return [
         (r.stated.fact, r.stated.key, r.stated.value, r.status)
         for r in comparison.rows
-        if r.status is not Status.ADDED and r.stated.fact is not Fact.DEPS
+        if r.status is not Status.ADDED and r.stated.fact not in (Fact.DEPS, Fact.ORDER)
     ]
+
+
+def rows_of(fact: Fact, text: str, run: Run, differences: Path) -> list[tuple[str, ...]]:
+    """(key, value, status, what the graph does) of each row of ``fact``."""
+    comparison = compare.compare(text, "Dockerfile.test", run, differences)
+    return [(r.stated.key, r.stated.value, r.status, r.graph) for r in comparison.rows
+            if r.stated.fact is fact]  # fmt: skip
 
 
 @pytest.fixture
@@ -64,12 +71,12 @@ EDITABLE_WHY = compare.read_differences()[0].why
         (
             f"{REAL}/Dockerfile.rocm",
             "pins.toml",
-            "78 same, 0 differs, 0 missing, 0 added, 10 explained",
+            "92 same, 0 differs, 0 missing, 0 added, 17 explained",
         ),
         (
             f"{REAL}/Dockerfile.rocm702",
             "pins-rocm702.toml",
-            "94 same, 0 differs, 0 missing, 0 added, 13 explained",
+            "102 same, 0 differs, 0 missing, 0 added, 27 explained",
         ),
     ],
 )
@@ -87,11 +94,12 @@ def test_each_build_of_one_repository_is_its_own_source_with_its_install_flags()
     done = run_doit("compare", f"dockerfile={REAL}/Dockerfile.rocm")
     builds = [line.split(": ", 1)[1] for line in done.stdout.splitlines() if ": build " in line]
     assert builds[-2:] == [
-        "build sgl-project/sglang pip install -e --no-deps python: explained: stage sglang builds "
-        "a wheel of python, installed without its dependencies, its tree at sglang "
-        f"({EDITABLE_WHY})",
+        "build sgl-project/sglang pip install -e --no-build-isolation --no-deps python: "
+        "explained: stage sglang builds a wheel of python with --no-build-isolation, installed "
+        f"without its dependencies, its tree at sglang ({EDITABLE_WHY})",
         "build sgl-project/sglang setup.py install sgl-kernel: same: stage sgl_kernel builds a "
-        "wheel of sgl-kernel, installed without its dependencies, its tree at sglang",
+        "wheel of sgl-kernel with --no-build-isolation, installed without its dependencies, its "
+        "tree at sglang",
     ]
 
 
@@ -140,7 +148,7 @@ def test_json_has_every_row_and_the_stale_list() -> None:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["stale"] == []
-    assert len(document["rows"]) == 88
+    assert len(document["rows"]) == 109
     first = document["rows"][0]
     assert first == {
         "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 3,
@@ -192,6 +200,70 @@ def test_how_pip_takes_each_package(tmp_path: Path, nothing_explained: Path) -> 
             ("xgrammar", "deps", status),
         ]
     assert deps[0][3] == "[python.stack] installs it with its dependencies"
+
+
+def test_a_source_pip_takes_from_git_is_taken_with_its_dependencies_or_not(
+    real: Run, nothing_explained: Path
+) -> None:
+    """verl installs torch_memory_saver from git with --no-deps, as SGLang's companion."""
+    url = "git+https://github.com/fzyzcjy/torch_memory_saver.git"
+    for flag, status in (("--no-deps ", Status.SAME), ("", Status.DIFFERS)):
+        text = f"FROM rocm/primus:v26.4\nRUN pip install {flag}{url}\n"
+        assert rows_of(Fact.DEPS, text, real, nothing_explained) == [(
+            "fzyzcjy/torch_memory_saver", "no-deps" if flag else "deps", status,
+            "[sources.torch_memory_saver].install_deps = false",
+        )]  # fmt: skip
+
+
+VLLM_BUILD = (
+    "RUN git clone https://github.com/vllm-project/vllm.git /workspace/vllm && cd /workspace/vllm "
+    "&& git checkout 18d87a87d && pip install -r requirements/rocm.txt && "
+    "MAX_JOBS={jobs} python3 setup.py develop --no-deps\n"
+)
+
+
+def test_the_install_order_is_a_fact_and_what_goes_in_later_wins(
+    real: Run, nothing_explained: Path
+) -> None:
+    """The graph installs vLLM's wheel, removes tilelang, then puts xgrammar in without its
+    dependencies (so that vLLM's requirements cannot move it): a recipe that installs
+    xgrammar first differs."""
+    removed = "RUN pip uninstall -y tilelang && pip install --no-deps xgrammar==0.1.32\n"
+    followed = "FROM rocm/primus:v26.4\n" + VLLM_BUILD.format(jobs=64) + removed
+    assert rows_of(Fact.ORDER, followed, real, nothing_explained) == [
+        ("vllm, tilelang (removed)", "before", Status.SAME,
+         "stage assemble installs vllm before tilelang (removed)"),
+        ("tilelang (removed), xgrammar", "before", Status.SAME,
+         "stage assemble installs tilelang (removed) before xgrammar"),
+    ]  # fmt: skip
+    early = "FROM rocm/primus:v26.4\n" + removed + VLLM_BUILD.format(jobs=64)
+    assert rows_of(Fact.ORDER, early, real, nothing_explained)[-1] == (
+        "xgrammar, vllm",
+        "before",
+        Status.DIFFERS,
+        "stage assemble installs xgrammar after vllm",
+    )
+
+
+def test_a_build_s_flags_and_variables_are_facts(real: Run, nothing_explained: Path) -> None:
+    """pip's isolated build environment or the image's, -U, and MAX_JOBS=8 before a build."""
+    text = (
+        "FROM rocm/primus:v26.4\n"
+        + VLLM_BUILD.format(jobs=8)
+        + (
+            "RUN git clone https://github.com/verl-project/verl.git /workspace/verl && "
+            "cd /workspace/verl && git checkout 7b19203c5 && pip install .\n"
+        )
+    )
+    assert rows_of(Fact.BUILD_ENV, text, real, nothing_explained) == [
+        ("vllm-project/vllm MAX_JOBS", "8", Status.DIFFERS, "[build].max_jobs = 64")
+    ]
+    verl = rows_of(Fact.BUILD, text, real, nothing_explained)[-1]
+    assert verl == ("verl-project/verl", "pip install .", Status.DIFFERS,
+                    "stage verl builds a wheel of . with --no-build-isolation, installed with "
+                    "its dependencies, its tree at verl")  # fmt: skip
+    same = text.replace("pip install .", "pip install --no-build-isolation .")
+    assert rows_of(Fact.BUILD, same, real, nothing_explained)[-1][2] is Status.SAME
 
 
 def test_compare_needs_a_recipe() -> None:
@@ -394,7 +466,8 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
         ('[[difference]]\nrecipe = "D"\nfact = "deb x"\nwhy = "w"\n',
          "difference 1: fact 'deb x' is not <kind> <key> with a kind of base, source, pip, "
          "wheel, apt, apt-repo, env, build, requirements, patch, link, cleanup, prune, "
-         "uninstall, submodules, deps, cmd, workdir; copy it from `doit compare`'s output"),
+         "uninstall, submodules, deps, build-env, order, cmd, workdir; copy it from "
+         "`doit compare`'s output"),
     ],
 )  # fmt: skip
 def test_a_wrong_entry_is_named_with_the_fix(tmp_path: Path, text: str, message: str) -> None:

@@ -14,11 +14,12 @@ build cost nothing and are ready at once. Pure functions: no engine, no clock.
 from __future__ import annotations
 
 import heapq
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+import tomli
 
 from rocmgraph.errors import PinsError
 from rocmgraph.layout import ROOT
@@ -175,10 +176,10 @@ def load_references(path: Path = REFERENCE_FILE) -> dict[str, Reference]:
     """The real image's reference build times: ``[<stage>] minutes, source, says``."""
     fix = "each [<stage>] has minutes (a positive number), source (a URL) and says (a quote)"
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomli.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PinsError(str(path), "", f"cannot be read ({exc.strerror})", fix) from None
-    except tomllib.TOMLDecodeError as exc:
+    except tomli.TOMLDecodeError as exc:
         raise PinsError(str(path), "", f"not valid TOML ({exc})", fix) from None
     references = {}
     for stage, entry in data.items():

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomli
+import tomli  # not 3.11's tomllib: its errors give no line and column (3.14 adds them)
 from packaging.utils import canonicalize_name
 
 from rocmgraph import kinds

@@ -13,11 +13,12 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
-import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import tomli
 
 Read = Callable[[str], "str | None"]
 
@@ -526,8 +527,8 @@ def _toml(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        return tomli.loads(text)
+    except tomli.TOMLDecodeError:
         return {}
 
 

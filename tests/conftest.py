@@ -99,6 +99,12 @@ def need_docker() -> None:
         pytest.skip("no Docker engine answers (start dockerd)")
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked docker needs an engine: it fails in CI without one, skips elsewhere."""
+    if item.get_closest_marker("docker") is not None:
+        need_docker()
+
+
 def dead_pid() -> int:
     """The pid of a process that has ended (until the system reuses it)."""
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],

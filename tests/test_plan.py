@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
 from conftest import PINS, edit_toml, run_doit
 
 import rocmgraph
@@ -74,6 +75,7 @@ def build_all(run: Run, engine: SetEngine, seconds: float = 0.0) -> None:
         records.save(run.records_dir, stage.name, key.key, key.inputs, seconds=seconds)
 
 
+@pytest.mark.docker  # the plan asks the engine what is built: exit 0 needs one
 def test_plan_json_lists_every_stage_in_build_order() -> None:
     result = run_doit("plan", "arch=gfx942", "format=json")
     assert result.returncode == 0, result.stderr
@@ -291,6 +293,7 @@ def test_plan_prices_the_build_from_records_then_reference_figures(
     assert one.total.wall == 5400.0
 
 
+@pytest.mark.docker  # the plan asks the engine what is built: exit 0 needs one
 def test_plan_json_prices_each_stage_and_the_whole() -> None:
     result = run_doit("plan", "arch=gfx942", "format=json", "jobs=3")
     assert result.returncode == 0, result.stderr

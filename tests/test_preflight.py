@@ -5,10 +5,10 @@ repository, commit and sha256), read against the real pins offline."""
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomli
 from conftest import ROOT, delete_toml, edit_toml
 
 from rocmgraph import pins, preflight
@@ -46,7 +46,7 @@ def row(rows: list[Row], source: str, fact: Fact, upstream: str) -> Row:
 
 
 def test_the_fixtures_are_the_upstream_files_they_name() -> None:
-    listed = tomllib.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
+    listed = tomli.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
     for entry in listed:
         owner_repo = entry["repo"].removeprefix("https://github.com/")
         data = (UPSTREAM / owner_repo / entry["path"]).read_bytes()

@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import re
-import tomllib
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import tomli
 import tomlkit
 from conftest import PINS, ROOT, edit_toml, run_doit
 from packaging.utils import canonicalize_name
@@ -155,7 +155,7 @@ def _source_files(name: str, real: pins.Pins) -> dict[str, str]:
 def _upstream(source: pins.GitSource, real: pins.Pins) -> dict[str, str]:
     """The committed files of the source's real repository, asking for the trees the
     profile gives its build (the tag of triton_kernels a profile pins)."""
-    listed = tomllib.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
+    listed = tomli.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
     owner_repo = source.repo.removeprefix("https://github.com/")
     files = {
         entry["path"]: (UPSTREAM / owner_repo / entry["path"]).read_text()

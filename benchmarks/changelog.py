@@ -61,6 +61,7 @@ from rocmgraph import pins as pins_module
 from rocmgraph.build import private_files, secret_texts
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.engine import BuildJob
+from rocmgraph.graph import dropped_env
 from rocmgraph.layout import ROOT
 from rocmgraph.outside import Outside
 from rocmgraph.pins import PinPath, Value
@@ -274,7 +275,9 @@ def squash_configs(pins: Path, arch: str, work: Path) -> Configs:
                 engine.build(
                     BuildJob(stage=parent, ref=ref, context=context, secrets=files, target=parent)
                 )
-                configs.lines[stage.name] = imageconfig.lines(engine.config(ref), stage.drop_env)
+                configs.lines[stage.name] = imageconfig.lines(
+                    engine.config(ref), dropped_env(stage, run.pins)
+                )
                 configs.read_at[parent] = run.keys[parent].key
     return configs
 

@@ -26,6 +26,7 @@ from rocmgraph import compilecache, failpoints, imageconfig, records, solve, sta
 from rocmgraph.engine import BuildJob, Engine
 from rocmgraph.errors import BuildFailed, CacheError, EngineError, GraphToolError
 from rocmgraph.fsutil import owned
+from rocmgraph.graph import dropped_env
 from rocmgraph.ledger import LEDGER, Entry, Status
 from rocmgraph.outside import Outside, credentials, leftovers
 from rocmgraph.progress import CONSOLE
@@ -492,7 +493,7 @@ def solve_recipe(
         stage = run.graph[name]
         if stage.squash:  # FROM scratch: the configuration of the image it squashes
             config = engine.config(run.ref(stage.parents[0]))
-            configs[name] = imageconfig.lines(config, stage.drop_env)
+            configs[name] = imageconfig.lines(config, dropped_env(stage, run.pins))
     sealed = [name for name in wave if run.sealed(name)]
     parts = monolith.stage_texts(
         run, wave, images=images, squash=True, configs=configs, sealed=sealed

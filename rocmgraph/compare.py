@@ -41,6 +41,7 @@ from rocmgraph.dockerfile_audit import Kind, Reading
 from rocmgraph.engine import familiar
 from rocmgraph.errors import CompareError, shown
 from rocmgraph.expand import expand
+from rocmgraph.graph import dropped_env
 from rocmgraph.layout import DOCKER, ROOT
 from rocmgraph.patches import read_patch
 from rocmgraph.pins import Pins
@@ -59,6 +60,7 @@ class Fact(StrEnum):
     PIP = "pip"  # a Python package from an index
     WHEEL = "wheel"  # a wheel by URL
     APT = "apt"  # an apt package
+    APT_RECOMMENDS = "apt-recommends"  # whether an apt install takes recommended packages
     APT_REPO = "apt-repo"  # an apt repository
     ENV = "env"  # a variable of the runtime environment
     BUILD = "build"  # a clone built and installed (editable or not)
@@ -345,6 +347,8 @@ def _apt_facts(ran: dockerfile_audit.Ran) -> Iterator[Stated]:
     words = list(ran.words)
     if "install" in words:
         after = words[words.index("install") + 1 :]
+        taken = "no" if "--no-install-recommends" in after else "yes"
+        yield Stated(Fact.APT_RECOMMENDS, "apt install", taken, ran.line)
         for option, word in zip(["", *after], after, strict=False):
             if option in _APT_TAKES_VALUE:  # -o Dpkg::Options::=--force-confold: no package
                 continue
@@ -544,7 +548,8 @@ class _Graph:
         self.judges = {
             Fact.BASE: self._base, Fact.SOURCE: self._source, Fact.PIP: self._pip,
             Fact.WHEEL: self._wheel, Fact.APT: self._apt, Fact.APT_REPO: self._apt_repo,
-            Fact.ENV: self._env, Fact.PATCH: self._patch, Fact.LINK: self._link,
+            Fact.APT_RECOMMENDS: self._apt_recommends, Fact.ENV: self._env,
+            Fact.PATCH: self._patch, Fact.LINK: self._link,
             Fact.CLEANUP: self._cleanup, Fact.UNINSTALL: self._uninstall, Fact.CMD: self._cmd,
             Fact.WORKDIR: self._workdir, Fact.BUILD: self._build, Fact.PRUNE: self._prune,
             Fact.REQUIREMENTS: self._requirements, Fact.SUBMODULES: self._submodules,
@@ -568,7 +573,8 @@ class _Graph:
             if f"[prune].dirs: {pinned}" not in met:
                 found.append((Stated(Fact.PRUNE, pinned, "", 0), "[prune].dirs"))
         for name, (value, where) in sorted(self.env.items()):
-            if (Fact.ENV, name) not in matched:
+            # what the base image sets itself is in the recipe's image too, unwritten
+            if (Fact.ENV, name) not in matched and name not in self.pins.base.keeps_env:
                 found.append((Stated(Fact.ENV, name, value, 0), where))
         return found
 
@@ -634,6 +640,11 @@ class _Graph:
         if stated.key in self.pins.rocm.packages:
             return Status.SAME, f"[rocm.packages].{stated.key}"
         return Status.MISSING, "not in [base].apt or [rocm.packages]"
+
+    def _apt_recommends(self, stated: Stated) -> tuple[Status, str]:
+        ours = "yes" if self.pins.base.apt_recommends else "no"
+        where = f"[base].apt_recommends = {str(self.pins.base.apt_recommends).lower()}"
+        return (Status.SAME if ours == stated.value else Status.DIFFERS), where
 
     def _apt_repo(self, stated: Stated) -> tuple[Status, str]:
         urls = {
@@ -866,7 +877,7 @@ def _rendered_env(run: Run) -> dict[str, tuple[str, str]]:
     lineage = _lineage(run, final)
     for name in lineage:
         stage = run.graph[name]
-        dropped |= set(stage.drop_env)
+        dropped |= set(dropped_env(stage, run.pins))
         parsed = dockerfile_syntax.parse(render(stage, run.pins, run.archs), f"{name} recipe")
         for ins in parsed.instructions:
             if ins.command != "ENV":

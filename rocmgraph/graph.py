@@ -65,7 +65,7 @@ class Stage:
     fetches: tuple[Fetch, ...] = ()
     # Its recipe ends ``FROM scratch`` and copies a filesystem in, so that files it removed
     # ship in no layer below: the engine gives it the configuration of its first parent,
-    # less the build-only variables `drop_env` names.
+    # less the build-only variables `drop_env` names (dropped_env: but those the base keeps).
     squash: bool = False
     drop_env: tuple[str, ...] = ()
     # A source stage a profile may leave out: it is in the graph only when the pins pin
@@ -285,3 +285,9 @@ def _order(stages: Mapping[str, Stage]) -> tuple[str, ...]:
         order.extend(ready)
         sorter.done(*ready)
     return tuple(order)
+
+
+def dropped_env(stage: Stage, pins: Pins) -> tuple[str, ...]:
+    """The variables ``stage`` leaves out of the configuration it carries over: its
+    ``drop_env``, less those the base image sets itself ([base].keeps_env)."""
+    return tuple(name for name in stage.drop_env if name not in pins.base.keeps_env)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import rocmgraph
 from rocmgraph import kinds
 from rocmgraph.errors import GraphError, PinsError
-from rocmgraph.graph import Fetch, Graph, Stage
+from rocmgraph.graph import Fetch, Graph, Stage, dropped_env
 from rocmgraph.layout import ROOT
 from rocmgraph.pins import PinPath, Pins, Value, format_path, is_under
 from rocmgraph.recipe import render, stage_archs
@@ -183,14 +183,14 @@ def stage_inputs(
         if stage.variables
         else None,
         closure=closure,
-        extras=_extras(stage),
+        extras=_extras(stage, pins),
     )
 
 
-def _extras(stage: Stage) -> dict[str, Json] | None:
+def _extras(stage: Stage, pins: Pins) -> dict[str, Json] | None:
     found: dict[str, Json] = {}
     if stage.drop_env:  # the engine leaves them out of the configuration it carries over
-        found["drop_env"] = list(stage.drop_env)
+        found["drop_env"] = list(dropped_env(stage, pins))
     if Fetch.PROVENANCE in stage.fetches:  # build.json names the tool that wrote it
         found["tool"] = rocmgraph.__version__
     return found or None

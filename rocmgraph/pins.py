@@ -145,6 +145,11 @@ class Base:
     workdir: str = _kind(kinds.ABS_PATH, default="/workspace")
     repos: Mapping[str, KeyedRepo] = _kind(kinds.TEXT, default={})  # added before `apt`
     apt: tuple[str, ...] = _kind(kinds.NAME, default=())
+    # Variables the base image sets itself that the graph's builds set too: the final image
+    # keeps them, as any image built FROM the base does (rocm/primus sets DEBIAN_FRONTEND).
+    keeps_env: tuple[str, ...] = _kind(kinds.ENV_NAME, default=())
+    # apt installs the packages each one recommends too, as a plain `apt-get install` does.
+    apt_recommends: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

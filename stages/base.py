@@ -9,6 +9,7 @@ STAGE = Stage(
         ("base", "image"),
         ("base", "digest"),
         ("base", "apt"),
+        ("base", "apt_recommends"),
         ("base", "repos"),
         ("base", "workdir"),
         ("python", "version"),

@@ -40,7 +40,8 @@ def rows(text: str, run: Run, differences: Path) -> list[tuple[str, str, str, st
     return [
         (r.stated.fact, r.stated.key, r.stated.value, r.status)
         for r in comparison.rows
-        if r.status is not Status.ADDED and r.stated.fact not in (Fact.DEPS, Fact.ORDER)
+        if r.status is not Status.ADDED
+        and r.stated.fact not in (Fact.DEPS, Fact.ORDER, Fact.APT_RECOMMENDS)
     ]
 
 
@@ -71,12 +72,12 @@ EDITABLE_WHY = compare.read_differences()[0].why
         (
             f"{REAL}/Dockerfile.rocm",
             "pins.toml",
-            "92 same, 0 differs, 0 missing, 0 added, 17 explained",
+            "93 same, 0 differs, 0 missing, 0 added, 17 explained",
         ),
         (
             f"{REAL}/Dockerfile.rocm702",
             "pins-rocm702.toml",
-            "102 same, 0 differs, 0 missing, 0 added, 27 explained",
+            "105 same, 0 differs, 0 missing, 0 added, 27 explained",
         ),
     ],
 )
@@ -148,7 +149,7 @@ def test_json_has_every_row_and_the_stale_list() -> None:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["stale"] == []
-    assert len(document["rows"]) == 109
+    assert len(document["rows"]) == 110
     first = document["rows"][0]
     assert first == {
         "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 3,
@@ -411,6 +412,7 @@ def test_os_packages_links_cleanup_and_pruning() -> None:
     comparison = compare.compare(text, "Dockerfile.test", run, ROOT / "no-such.toml")
     own = [row for row in comparison.rows if row.status is not Status.ADDED]
     assert [(r.stated.fact, r.stated.key, r.status) for r in own[1:]] == [
+        (Fact.APT_RECOMMENDS, "apt install", Status.DIFFERS),  # verl's 7.0.2 apt takes them
         (Fact.APT, "vim", Status.SAME),
         (Fact.APT, "emacs", Status.MISSING),
         (Fact.APT_REPO, "https://repo.radeon.com/rocm/apt/7.0.2", Status.SAME),
@@ -431,9 +433,12 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
         '[[difference]]\nrecipe = "Dockerfile.test"\nfact = ["apt emacs", "apt vim"]\n'
         'why = """Editors are\\n   a matter of taste."""\n'
     )
-    text = "FROM rocm/primus:v26.4\nWORKDIR /workspace\nRUN apt-get install emacs\n"
+    text = (
+        "FROM rocm/primus:v26.4\nWORKDIR /workspace\n"
+        "RUN apt-get install --no-install-recommends emacs\n"
+    )
     comparison = compare.compare(text, "Dockerfile.test", real, path)
-    emacs = comparison.rows[1]
+    (emacs,) = [row for row in comparison.rows if row.stated.key == "emacs"]
     assert (emacs.status, emacs.why) == (Status.EXPLAINED, "Editors are a matter of taste.")
     assert comparison.stale == ("apt vim",)  # vim is in [base].apt: nothing to explain
     own = [row for row in comparison.rows if row.status is not Status.ADDED]
@@ -465,8 +470,8 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
          "difference 1: fact must be a string or a list of strings"),
         ('[[difference]]\nrecipe = "D"\nfact = "deb x"\nwhy = "w"\n',
          "difference 1: fact 'deb x' is not <kind> <key> with a kind of base, source, pip, "
-         "wheel, apt, apt-repo, env, build, requirements, patch, link, cleanup, prune, "
-         "uninstall, submodules, deps, build-env, order, cmd, workdir; copy it from "
+         "wheel, apt, apt-recommends, apt-repo, env, build, requirements, patch, link, cleanup, "
+         "prune, uninstall, submodules, deps, build-env, order, cmd, workdir; copy it from "
          "`doit compare`'s output"),
     ],
 )  # fmt: skip

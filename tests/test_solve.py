@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import PINS
+from conftest import PINS, ROOT
 from test_plan import SetEngine
 
 import stages
@@ -132,10 +132,14 @@ def test_a_solve_file_holds_its_stages_and_takes_the_rest_as_images() -> None:
     assert froms[-2:] == ["FROM verl AS assemble", "FROM assemble AS manifest"]
     assert "ARG SLIM_IMAGE" not in text
     assert "${WHEELS_IMAGE}" not in text
-    # slim ends with the configuration of wheels' image, less the build-only variables
+    # slim ends with the configuration of wheels' image, less the build-only variables but
+    # those the base image sets itself: rocm/primus sets DEBIAN_FRONTEND ([base].keeps_env)
     slim = text.split("FROM scratch AS slim", 1)[1].split("\nFROM ", 1)[0]
     assert 'ENV PATH="/opt/venv/bin:/usr/bin"' in slim
-    assert "DEBIAN_FRONTEND" not in slim
+    assert 'DEBIAN_FRONTEND="noninteractive"' in slim
+    plain = Run(Options(pins=str(ROOT / "pins-rocm702.toml"), arch="gfx942"), GRAPH)
+    text, _ = solve_recipe(plain, Configured(set()), ("slim",), {"wheels": plain.ref("wheels")})
+    assert "DEBIAN_FRONTEND" not in text.split("FROM scratch AS slim", 1)[1]
     assert owners["slim_trimmed"] == owners["slim"] == "slim"
     assert owners["prune"] == "assemble"
     assert owners["manifest"] == "manifest"

@@ -91,7 +91,8 @@ def dockerfile(rootfs: str) -> str:
     aiter_env = f'{upstreams.RECORDING["aiter"][2]}="{BUILT_FOR}"'
     return f"""# The demo's rocm/primus v26.4 (rocmgraph/demo/primus.py).
 FROM {rootfs}
-ENV VIRTUAL_ENV=/opt/venv \\
+ENV DEBIAN_FRONTEND=noninteractive \\
+    VIRTUAL_ENV=/opt/venv \\
     PATH=/opt/venv/bin:$PATH
 WORKDIR /workspace
 # One RUN, so that the devel tree's hard links and the files they share sit in one layer.

@@ -50,9 +50,11 @@ class Holder:
     def me(cls, arch: str, doing: str) -> Holder:
         return cls(os.getpid(), STARTED, arch, doing)
 
-    def describe(self) -> str:
+    def describe(self, now: float | None = None) -> str:
+        """Who holds the lock, said at ``now`` (default: this moment); the date only when
+        the holder started on another day."""
         started = time.localtime(self.started)
-        same_day = started[:3] == time.localtime()[:3]
+        same_day = started[:3] == time.localtime(now)[:3]
         when = time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", started)
         return f"the build started at {when} by pid {self.pid} (arch {self.arch}): it {self.doing}"
 

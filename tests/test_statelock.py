@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PINS, ROOT
+from conftest import PINS, ROOT, STARTED_AT
 from test_plan import SetEngine
 
 import stages
@@ -34,7 +34,7 @@ with statelock.held(Path(sys.argv[1]), statelock.Holder.me("gfx942", "builds vll
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
-WHO = r"the build started at \d\d:\d\d by pid {pid} \(arch gfx942\): " + re.escape(VLLM)
+WHO = r"the build started at " + STARTED_AT + r" by pid {pid} \(arch gfx942\): " + re.escape(VLLM)
 
 
 def holder(lock: Path, seconds: float) -> subprocess.Popen[str]:
@@ -251,3 +251,11 @@ def test_a_second_lock_of_closures_waits_for_the_first(tmp_path: Path) -> None:
         result.stderr.splitlines()[-1],
     ), result.stderr
     assert not (tmp_path / "pins.lock.toml").exists()
+
+
+def test_a_holder_from_another_day_is_named_with_its_date() -> None:
+    started = time.mktime((2026, 12, 4, 23, 54, 0, 0, 0, -1))
+    who = statelock.Holder(12811, started, "gfx942", "builds vllm 1a2b3c4d5e6f")
+    said = "by pid 12811 (arch gfx942): it builds vllm 1a2b3c4d5e6f"
+    assert who.describe(now=started + 60) == f"the build started at 23:54 {said}"
+    assert who.describe(now=started + 600) == f"the build started at 2026-12-04 23:54 {said}"

@@ -1,6 +1,6 @@
 """doit tasks of the verl ROCm image. Wiring only: the work lives in rocmgraph.
 
-The one place that puts the stages (stages/) and the tasks (rocmgraph.tasks)
+The one place that puts the stages (stages/) and the tasks (rocmgraph.cli.tasks)
 together; each task's doc lives with the task (`doit list` shows it).
 
 doit plan arch=gfx942 [format=json] [pins=other.toml]
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import stages
-from rocmgraph import tasks
-from rocmgraph.errors import UsageError
-from rocmgraph.report import usage_exit
-from rocmgraph.run import Options
+from rocmgraph.cli import tasks
+from rocmgraph.cli.reporter import usage_exit
+from rocmgraph.common.errors import UsageError
+from rocmgraph.graph.invocation import Options
 
 DOIT_CONFIG = tasks.DOIT_CONFIG
 TASKS = tasks.Tasks(stages.graph())

@@ -5,7 +5,7 @@ package version, an ENV value, a patch edit, an arch switch (gfx942 -> gfx950), 
 on top of the one before. Four ways to build the same pins:
 
 - graph: `doit -n 2 build:image` on the demo's pins, content keys and stage images;
-- monolith: the graph rendered as one multi-stage Dockerfile (rocmgraph/monolith.py),
+- monolith: the graph rendered as one multi-stage Dockerfile (rocmgraph/build/dockerfiles.py),
   plain `docker build` and BuildKit's layer cache, from the same pre-fetched context;
 - squashed: the same file rendered as the graph renders its solves (slim squashed, prune's
   and the source stages' images their /kept or /dist alone), so it makes the graph's image
@@ -53,19 +53,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import linear
 import usershell
 
 import stages
-from rocmgraph import estimate, imageconfig, linear, monolith, pinsedit, progress
-from rocmgraph import pins as pins_module
-from rocmgraph.build import private_files, secret_texts
+from rocmgraph.build import dockerfiles, progress
+from rocmgraph.build.execute import private_files, secret_texts
+from rocmgraph.common.engine import BuildJob
+from rocmgraph.common.layout import ROOT
+from rocmgraph.config import pins as pins_module
+from rocmgraph.config import pinsedit
+from rocmgraph.config.pins import PinPath, Value
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
-from rocmgraph.engine import BuildJob
-from rocmgraph.graph import dropped_env
-from rocmgraph.layout import ROOT
-from rocmgraph.outside import Outside
-from rocmgraph.pins import PinPath, Value
-from rocmgraph.run import Options, Run
+from rocmgraph.graph import estimate, imageconfig
+from rocmgraph.graph.dag import dropped_env
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.outside.world import Outside
 
 NAMESPACE = "verl-bench"
 DOCKER = "/usr/bin/docker"
@@ -235,11 +238,11 @@ def file_build(
     started = time.monotonic()
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     outside = Outside(logs=work / "logs", network="host")
-    context = monolith.prepare(run, outside.engine, outside, work / "context")
+    context = dockerfiles.prepare(run, outside.engine, outside, work / "context")
     if way == "linear":
         (context / "Dockerfile").write_text(linear.dockerfile(run), encoding="utf-8")
     if way == "squashed":
-        (context / "Dockerfile").write_text(monolith.dockerfile(run, lines), encoding="utf-8")
+        (context / "Dockerfile").write_text(dockerfiles.dockerfile(run, lines), encoding="utf-8")
     ref = f"{NAMESPACE}-{way}:{arch}"
     secrets = private_files(secret_texts(run, run.pins.python.index), work / "secrets")
     with (work / f"{way}.out").open("w") as out, secrets as files:
@@ -251,7 +254,9 @@ def file_build(
     if way == "linear":
         return elapsed, executed_steps(log), ref
     # a squashed stage is two BuildKit stages (what it squashes, and the squash): one here
-    owned = monolith.owners(monolith.stage_texts(run, squash=way == "squashed", configs=lines))
+    owned = dockerfiles.owners(
+        dockerfiles.stage_texts(run, squash=way == "squashed", configs=lines)
+    )
     return elapsed, executed_stages(log, owned), ref
 
 
@@ -262,7 +267,7 @@ def squash_configs(pins: Path, arch: str, work: Path) -> Configs:
     checks it)."""
     run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
     outside = Outside(logs=work / "logs", network="host")
-    context = monolith.prepare(run, outside.engine, outside, work / "context")
+    context = dockerfiles.prepare(run, outside.engine, outside, work / "context")
     secrets = private_files(secret_texts(run, run.pins.python.index), work / "secrets")
     configs = Configs(lines={}, read_at={})
     with (work / "configs.out").open("w") as out, secrets as files:

@@ -30,7 +30,7 @@ from pathlib import Path
 import changelog
 
 import stages
-from rocmgraph.run import Options, Run
+from rocmgraph.graph.invocation import Options, Run
 
 # "#6 [slim 1/2] COPY --from=slim_trimmed / /" and its "#6 DONE 7.7s"; the image's
 # "#8 exporting layers 3.5s done"

@@ -20,8 +20,8 @@ import multiprocessing
 import time
 from collections.abc import Callable
 
-from rocmgraph.dockerfile_audit import audit
-from rocmgraph.dockerfile_syntax import NotADockerfile, parse
+from rocmgraph.dockerfile.audit import audit
+from rocmgraph.dockerfile.syntax import NotADockerfile, parse
 
 MB = 5_000_000
 SHAPES: dict[str, str] = {

@@ -9,7 +9,7 @@ reaching Debian's docker-registry on 127.0.0.1. Two rows each way:
 
 - graph: A runs `doit build:image cache=<registry>` (it pushes every stage); B runs the
   same command. Stages built: its `built <stage> ...` lines.
-- monolith: A builds the graph as one Dockerfile (rocmgraph/monolith.py) with
+- monolith: A builds the graph as one Dockerfile (rocmgraph/build/dockerfiles.py) with
   `BUILDKIT_INLINE_CACHE=1` and pushes the final image; B builds the same file with
   `--cache-from` that image. That cache holds the final stage's layers only (mode=min):
   stages built are the stages with a step BuildKit ran.
@@ -35,17 +35,18 @@ from pathlib import Path
 from changelog import executed_stages
 
 import stages
-from rocmgraph import monolith, pinsedit, progress
-from rocmgraph.build import private_files, secret_texts
+from rocmgraph.build import dockerfiles, progress
+from rocmgraph.build.execute import private_files, secret_texts
+from rocmgraph.common.layout import ROOT
+from rocmgraph.config import pinsedit
+from rocmgraph.config.pins import load
 from rocmgraph.demo.machine import DOCKER, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.demo.serve import Registry
-from rocmgraph.layout import ROOT
-from rocmgraph.outside import Outside
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.graph.recipe import PIP_SECRET
 from rocmgraph.outside.dockerapi import disk_usage
-from rocmgraph.pins import load
-from rocmgraph.recipe import PIP_SECRET
-from rocmgraph.run import Options, Run
+from rocmgraph.outside.world import Outside
 
 NAMESPACE = "verl-fleet"
 PORT = 28473
@@ -72,7 +73,7 @@ def monolith_build(
 ) -> tuple[float, int]:
     run = Run(Options(pins=str(pins), arch="gfx942", network="host"), stages.graph())
     outside = Outside(logs=work / "logs", network="host")
-    context = monolith.prepare(run, outside.engine, outside, work / "context")
+    context = dockerfiles.prepare(run, outside.engine, outside, work / "context")
     started = time.monotonic()
     with private_files(secret_texts(run, run.pins.python.index), work / "secrets") as files:
         result = subprocess.run(

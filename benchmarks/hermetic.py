@@ -28,14 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocmgraph import closure, pinsedit
+from rocmgraph.common.layout import ROOT
+from rocmgraph.config import pinsedit
+from rocmgraph.config.pins import load
 from rocmgraph.demo.machine import DOCKER
 from rocmgraph.demo.profile import pins_path
-from rocmgraph.layout import ROOT
-from rocmgraph.outside import default_cache
+from rocmgraph.graph import closure
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.store import Store
-from rocmgraph.pins import load
+from rocmgraph.outside.world import default_cache
 
 NAMESPACE = "verl-hermetic"
 

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 import usershell  # noqa: E402
 
 import stages  # noqa: E402
-from rocmgraph.graph import Graph, make_graph  # noqa: E402
-from rocmgraph.run import Options, Run  # noqa: E402
+from rocmgraph.graph.dag import Graph, make_graph  # noqa: E402
+from rocmgraph.graph.invocation import Options, Run  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 STAGES_ENV = "VERL_GRAPH_SCALE_STAGES"  # how scale_dodo.py learns the size

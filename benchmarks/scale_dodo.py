@@ -6,7 +6,7 @@ import os
 from scale import STAGES_ENV, graph
 
 import dodo
-from rocmgraph.tasks import Tasks
+from rocmgraph.cli.tasks import Tasks
 
 dodo.TASKS = Tasks(graph(int(os.environ.get(STAGES_ENV, "200"))))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from rocmgraph.graph import Graph, make_graph
+from rocmgraph.graph.dag import Graph, make_graph
 from stages import (
     aiter,
     assemble,

@@ -10,7 +10,7 @@ recipe leaves its clones (/workspace/vllm, /workspace/sglang). The pinned links 
 set here; the runtime environment in the manifest stage.
 """
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph.dag import Stage
 
 # The source stages whose wheels it installs, and the sources each is built from.
 ARTIFACTS = {

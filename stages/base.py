@@ -1,6 +1,6 @@
 """base: the pinned base image, OS packages, a Python venv, ccache and build tools."""
 
-from rocmgraph.graph import Fetch, Stage
+from rocmgraph.graph.dag import Fetch, Stage
 
 STAGE = Stage(
     name="base",

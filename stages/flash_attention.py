@@ -1,6 +1,6 @@
 """flash_attention: Flash Attention (ROCm fork, CK backend), built for the target archs."""
 
-from rocmgraph.graph import source_stage
+from rocmgraph.graph.dag import source_stage
 
 STAGE = source_stage(
     "flash_attention",

@@ -15,7 +15,7 @@ already cover everything it records. training_docker_version is the
 commit_tag= variable (verl's GIT_COMMIT_TAG build argument, default DEV).
 """
 
-from rocmgraph.graph import Fetch, Stage
+from rocmgraph.graph.dag import Fetch, Stage
 
 # Every source a profile may pin: the smoke check reads what each installs (a profile that
 # leaves an optional source out drops its reads with its stage).

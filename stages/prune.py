@@ -11,7 +11,7 @@ the images of two arch sets do not share. The stage's image is /kept alone
 kept kernels, not the torch stack with every arch's trees.
 """
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph.dag import Stage
 
 STAGE = Stage(
     name="prune",

@@ -5,7 +5,7 @@ ROCm packages at their pinned versions. From a base that already carries ROCm
 (rocm/primus) it only checks that the release is the pinned one.
 """
 
-from rocmgraph.graph import Fetch, Stage
+from rocmgraph.graph.dag import Fetch, Stage
 
 STAGE = Stage(
     name="rocm",

@@ -8,7 +8,7 @@ pyproject and setup script, patched to compile for every target arch rather than
 it detects.
 """
 
-from rocmgraph.graph import source_stage
+from rocmgraph.graph.dag import source_stage
 
 STAGE = source_stage(
     "sgl_kernel",

@@ -4,7 +4,7 @@ Its kernels are the sgl_kernel stage's, keyed by their folder alone, so a change
 SGLang's Python rebuilds this stage and not the kernels.
 """
 
-from rocmgraph.graph import source_stage
+from rocmgraph.graph.dag import source_stage
 
 STAGE = source_stage(
     "sglang",

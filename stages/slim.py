@@ -15,7 +15,7 @@ every arch set share this layer and verl's above it. The prune stage brings the
 trees back, pruned, in assemble.
 """
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph.dag import Stage
 
 # Set by docker/base.Dockerfile.j2 for the builds; not the image's business at run time.
 BUILD_ONLY_ENV = (

@@ -1,6 +1,6 @@
 """transformer_engine: TransformerEngine (ROCm fork), built for the target archs."""
 
-from rocmgraph.graph import source_stage
+from rocmgraph.graph.dag import source_stage
 
 STAGE = source_stage(
     "transformer_engine",

@@ -7,7 +7,7 @@ Patches to installed packages (megatron-core) are applied to site-packages
 with ``git apply``, which fails the build when they do not apply.
 """
 
-from rocmgraph.graph import Stage
+from rocmgraph.graph.dag import Stage
 
 STAGE = Stage(
     name="verl",

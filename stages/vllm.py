@@ -5,7 +5,7 @@ folder (TRITON_KERNELS_SRC_DIR): that folder is a pinned source of this stage, s
 build has it.
 """
 
-from rocmgraph.graph import source_stage
+from rocmgraph.graph.dag import source_stage
 
 STAGE = source_stage(
     "vllm",

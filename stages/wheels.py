@@ -5,7 +5,7 @@ multi-GB torch wheel never lands in a layer. From a base that already carries
 the stack (rocm/primus) the stage only checks the pinned versions.
 """
 
-from rocmgraph.graph import Fetch, Stage
+from rocmgraph.graph.dag import Fetch, Stage
 
 STAGE = Stage(
     name="wheels",

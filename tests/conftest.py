@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from rocmgraph import pinsedit
+from rocmgraph.config import pinsedit
 
 ROOT = Path(__file__).resolve().parents[1]
 # When a lock's holder started, as a waiter names it: with the date when that was another

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import tomli
 
-from rocmgraph.outside import default_cache, pypi
+from rocmgraph.outside import pypi
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.store import Store
+from rocmgraph.outside.world import default_cache
 
 HERE = Path(__file__).parent / "corpus"
 

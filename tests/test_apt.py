@@ -7,10 +7,10 @@ import gzip
 import pytest
 from servers import LoopbackServer, Route
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
+from rocmgraph.config.pins import AptRepo
 from rocmgraph.outside import apt
 from rocmgraph.outside.http import Http
-from rocmgraph.pins import AptRepo
 
 INDEX = """\
 Package: rocm

@@ -10,7 +10,7 @@ from conftest import edit_toml, need, run_doit
 from servers import LoopbackServer, Registry, closed_url, commit, git
 from world import World, kernel_as_submodule
 
-from rocmgraph import pins
+from rocmgraph.config import pins
 
 
 def audit(world: World, *args: str) -> tuple[int, dict[str, Any], str]:

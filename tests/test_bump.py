@@ -13,12 +13,15 @@ from servers import Registry, closed_url, commit, git
 from world import World, kernel_as_submodule
 
 import stages
-from rocmgraph import closure, fsutil, patches, pins
-from rocmgraph.bump import rebuilds, together
-from rocmgraph.closure import Closure, LockFile
+from rocmgraph.commands.bump import rebuilds, together
+from rocmgraph.common import fsutil
+from rocmgraph.config import pins
+from rocmgraph.config.pinsedit import Change
 from rocmgraph.demo import patchimages
-from rocmgraph.pinsedit import Change
-from rocmgraph.run import Options, Run
+from rocmgraph.graph import closure
+from rocmgraph.graph.closure import Closure, LockFile
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.trees import patches
 
 CUMEM = "docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch"
 PAD = "docker/patches/vllm/0002-moe-pad-weight-in-place.patch"

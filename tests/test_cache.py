@@ -10,10 +10,10 @@ from conftest import PINS
 from servers import closed_url
 
 import stages
-from rocmgraph import build
-from rocmgraph.errors import CacheError
-from rocmgraph.outside import Outside
-from rocmgraph.run import Options, Run
+from rocmgraph.build import execute
+from rocmgraph.common.errors import CacheError
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.outside.world import Outside
 
 
 def run_with(tmp_path: Path, required: bool = False) -> tuple[Run, Outside, str]:
@@ -30,8 +30,8 @@ def test_a_cache_that_does_not_answer_is_said_once_and_counts_as_empty(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run, outside, cache = run_with(tmp_path)
-    assert not build.is_cached(run, outside, "base")
-    assert not build.is_cached(run, outside, "vllm")
+    assert not execute.is_cached(run, outside, "base")
+    assert not execute.is_cached(run, outside, "vllm")
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith(f"warning: the stage cache {cache} does not answer (GET http://")
@@ -41,7 +41,7 @@ def test_a_cache_that_does_not_answer_is_said_once_and_counts_as_empty(
 def test_cache_required_fails_the_run_when_the_cache_does_not_answer(tmp_path: Path) -> None:
     run, outside, cache = run_with(tmp_path, required=True)
     with pytest.raises(CacheError) as caught:
-        build.is_cached(run, outside, "base")
+        execute.is_cached(run, outside, "base")
     url = f"http://{cache.split('/')[0]}/v2/{cache.split('/', 1)[1]}/verl-rocm/base/manifests/"
     assert str(caught.value) == (
         f"the stage cache {cache} does not answer (GET {url}{run.keys['base'].key}: cannot "

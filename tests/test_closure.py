@@ -9,14 +9,14 @@ import pytest
 from conftest import ROOT
 
 import stages
-from rocmgraph import closure, explain, unlocked
-from rocmgraph.build import secret_texts
-from rocmgraph.closure import Closure, Fetched, LockFile
-from rocmgraph.errors import LockError
-from rocmgraph.lock import check_closures
-from rocmgraph.recipe import PIP_SECRET
-from rocmgraph.run import Options, Run
-from rocmgraph.unlocked import Package
+from rocmgraph.build.execute import secret_texts
+from rocmgraph.commands import imageaudit
+from rocmgraph.commands.imageaudit import Package
+from rocmgraph.common.errors import LockError
+from rocmgraph.graph import closure, explain
+from rocmgraph.graph.closure import Closure, Fetched, LockFile
+from rocmgraph.graph.invocation import Options, Run, check_closures
+from rocmgraph.graph.recipe import PIP_SECRET
 
 SHA = {name: name[0] * 64 for name in ("alpha", "beta", "cpp", "delta")}
 INDEX = "http://127.0.0.1:28470/packages"
@@ -250,28 +250,28 @@ Version: 1.0
 
 
 def test_what_an_image_holds_is_traced_by_base_closure_or_pin_and_the_rest_named() -> None:
-    held = unlocked.apt_packages(DPKG_LIST) | unlocked.python_packages(
+    held = imageaudit.apt_packages(DPKG_LIST) | imageaudit.python_packages(
         "torch==2.12.0+rocm7.14.0.lw.git1a2b3c4d\nMegatron_Core==0.18.0\nvllm==0.22.1rc1\n"
         "sglang-kernel==0.4.2.post2\n"
         "requests==2.32.0\n"
     )
-    assert unlocked.apt_status(STATUS) == {Package("apt", "cpp-12", "12.2.0-14")}
+    assert imageaudit.apt_status(STATUS) == {Package("apt", "cpp-12", "12.2.0-14")}
     fetched = Fetched("python", "megatron-core", "0.18.0", "m.whl", "http://p/m.whl", SHA["beta"])
     gcc = Fetched("apt", "gcc", "4:12.2.0-3", "gcc.deb", "http://d/gcc.deb", SHA["cpp"])
     pins = Run(Options(pins=str(Path(__file__).parents[1] / "pins.toml")), stages.graph()).pins
-    traced = unlocked.trace(
-        held, unlocked.apt_status(STATUS), [Closure("verl", "1" * 64, (fetched, gcc))], pins
+    traced = imageaudit.trace(
+        held, imageaudit.apt_status(STATUS), [Closure("verl", "1" * 64, (fetched, gcc))], pins
     )
     # cpp-12: the base; gcc, megatron-core: a closure; torch (a pinned wheel), vllm and
     # sglang-kernel (pinned sources): pins; requests came from the network unrecorded.
-    assert traced == unlocked.Traced(1, 2, 3, (Package("python", "requests", "2.32.0"),))
-    assert unlocked.as_text("verl-rocm:gfx942", traced).splitlines() == [
+    assert traced == imageaudit.Traced(1, 2, 3, (Package("python", "requests", "2.32.0"),))
+    assert imageaudit.as_text("verl-rocm:gfx942", traced).splitlines() == [
         "verl-rocm:gfx942: 7 packages; traced: 1 by the base image's digest, 2 by a closure's "
         "sha256, 3 by a pinned source or wheel",
         "untraced python requests 2.32.0: in no closure, pin or base image",
     ]
     with pytest.raises(LockError) as raised:
-        unlocked.verdict("verl-rocm:gfx942", traced)
+        imageaudit.verdict("verl-rocm:gfx942", traced)
     assert str(raised.value) == (
         "verl-rocm:gfx942 holds 1 package(s) that no closure, pin or base image traces; run "
         "`doit lock closures=1` and build again"
@@ -321,8 +321,9 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As a build's: begun before the tag, so the plan still prices the stage from it."""
-    from rocmgraph import build, lock, records
-    from rocmgraph.outside import Outside
+    from rocmgraph.build import execute, records
+    from rocmgraph.commands import lock
+    from rocmgraph.outside.world import Outside
 
     pins = tmp_path / "pins.toml"
     pins.write_text(Path("pins.toml").read_text())
@@ -330,8 +331,8 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     outside = Outside(cache=tmp_path / "cache")
     engine = TagThenDie()
     outside.__dict__["docker"] = engine  # the cached property, filled
-    monkeypatch.setattr(build, "rebuild", lambda *args, **kwargs: "")  # fetched nothing
-    monkeypatch.setattr(build, "is_built", lambda *args: False)
+    monkeypatch.setattr(execute, "rebuild", lambda *args, **kwargs: "")  # fetched nothing
+    monkeypatch.setattr(execute, "is_built", lambda *args: False)
     with pytest.raises(Killed):
         lock._lock_closures(run, outside, closure.lock_path(str(pins)))
     first = run.graph.order[0]

@@ -15,10 +15,10 @@ import pytest
 from conftest import ROOT, edit_toml, run_doit
 
 import stages
-from rocmgraph import compare, docs
-from rocmgraph.compare import Fact, Status
-from rocmgraph.errors import CompareError
-from rocmgraph.run import Options, Run
+from rocmgraph.commands import compare, docs
+from rocmgraph.commands.compare import Fact, Status
+from rocmgraph.common.errors import CompareError
+from rocmgraph.graph.invocation import Options, Run
 
 FIXTURES = ROOT / "tests" / "fixtures" / "upstream" / "verl-project" / "verl" / "docker" / "rocm"
 

@@ -13,11 +13,12 @@ from servers import commit
 from world import World, locked_run, prepare
 
 import stages
-from rocmgraph import fsutil, patches
+from rocmgraph.common import fsutil
+from rocmgraph.common.errors import FetchError, PatchError
 from rocmgraph.demo import patchimages
-from rocmgraph.errors import FetchError, PatchError
-from rocmgraph.outside import Outside, default_cache
-from rocmgraph.run import Options, Run
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.outside.world import Outside, default_cache
+from rocmgraph.trees import patches
 
 
 def test_a_source_stage_gets_its_patched_tree_without_git(

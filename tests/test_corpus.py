@@ -18,8 +18,8 @@ import requests
 import tomli
 from corpus import HERE, Recipe, load_all
 
-from rocmgraph.dockerfile_audit import Finding, audit
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
+from rocmgraph.dockerfile.audit import Finding, audit
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
 from rocmgraph.outside.credentials import netrc_path, with_login
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from servers import git
 
-from rocmgraph import pins
+from rocmgraph.config import pins
 from rocmgraph.demo import fixtures, primus, rocmfiles
 from rocmgraph.demo.profile import PROFILES
 

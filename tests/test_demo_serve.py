@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import need
 
+from rocmgraph.common.errors import EngineError
 from rocmgraph.demo.serve import Files, Registry
-from rocmgraph.errors import EngineError
 from rocmgraph.outside import ports
 
 

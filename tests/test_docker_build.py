@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from rocmgraph.engine import BuildJob
-from rocmgraph.errors import BuildFailed
+from rocmgraph.common.engine import BuildJob
+from rocmgraph.common.errors import BuildFailed
 from rocmgraph.outside import proc
 from rocmgraph.outside.docker import Client, DockerEngine
 

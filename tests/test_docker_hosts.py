@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from rocmgraph.engine import BuildJob
-from rocmgraph.errors import EngineError
+from rocmgraph.common.engine import BuildJob
+from rocmgraph.common.errors import EngineError
 from rocmgraph.outside import proc
 from rocmgraph.outside.docker import Client, DockerEngine
 

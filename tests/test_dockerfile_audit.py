@@ -12,8 +12,8 @@ from conftest import run_doit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocmgraph.dockerfile_audit import Finding, Kind, Place, audit
-from rocmgraph.dockerfile_syntax import NotADockerfile
+from rocmgraph.dockerfile.audit import Finding, Kind, Place, audit
+from rocmgraph.dockerfile.syntax import NotADockerfile
 
 FULL = "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
 DIGEST = "sha256:" + "ab" * 32

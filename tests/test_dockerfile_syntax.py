@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocmgraph import dockerfile_audit
-from rocmgraph.dockerfile_syntax import NotADockerfile, parse
+from rocmgraph.dockerfile import audit
+from rocmgraph.dockerfile.syntax import NotADockerfile, parse
 
 # ---------------------------------------------------------------- the oracle
 
@@ -32,7 +32,7 @@ def ours(text: str) -> list[tuple[object, ...]]:
             )
         elif node.command in ("ENV", "LABEL") and node.words:
             value = tuple(re.split(r"[\t\v\f\r ]+", node.args.value, maxsplit=1))
-        elif node.command not in dockerfile_audit.KNOWN:
+        elif node.command not in audit.KNOWN:
             value = None  # the official parser ignores what it does not know
         else:
             value = tuple(word.text for word in node.words)
@@ -55,7 +55,7 @@ def official(text: str) -> list[tuple[object, ...]]:
     found: list[tuple[object, ...]] = []
     for command in dockerfile.parse_string(text):
         cmd = (command.cmd or "").upper()
-        known = cmd in dockerfile_audit.KNOWN
+        known = cmd in audit.KNOWN
         found.append(
             (
                 cmd,

@@ -7,9 +7,10 @@ import re
 from conftest import ROOT, run_doit
 
 import stages
-from rocmgraph import docs, monolith
-from rocmgraph.run import Options, Run
-from rocmgraph.tasks import Variables
+from rocmgraph.build import dockerfiles
+from rocmgraph.cli.tasks import Variables
+from rocmgraph.commands import docs
+from rocmgraph.graph.invocation import Options, Run
 
 
 def real_run() -> Run:
@@ -22,7 +23,7 @@ def test_the_readme_key_versions_are_fresh() -> None:
 
 
 def test_the_single_file_dockerfile_is_fresh() -> None:
-    assert docs.DOCKERFILE.read_text() == monolith.dockerfile(real_run()), (
+    assert docs.DOCKERFILE.read_text() == dockerfiles.dockerfile(real_run()), (
         "stale: run `doit render` and commit"
     )
 

@@ -48,7 +48,7 @@ from demo_e2e import (
 
 import rocmgraph
 import stages
-from rocmgraph import pins
+from rocmgraph.config import pins
 from rocmgraph.demo.profile import Demo
 from rocmgraph.inimage import prune
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmgraph.engine import familiar
+from rocmgraph.common.engine import familiar
 
 
 @pytest.mark.parametrize(

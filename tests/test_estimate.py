@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmgraph.errors import PinsError
-from rocmgraph.estimate import (
+from rocmgraph.common.errors import PinsError
+from rocmgraph.graph.estimate import (
     REFERENCE_FILE,
     Estimate,
     Reference,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmgraph.expand import expand
+from rocmgraph.dockerfile.expand import expand
 
 ENV = {"A": "1", "B": "x y", "EMPTY": "", "P": "/opt/rocm-7.0/lib", "REF": "abc"}
 

@@ -24,9 +24,9 @@ from demo_e2e import E2E, built, copy_of_demo, image_ids, labels
 from test_e2e import psutil_like
 
 import stages
-from rocmgraph import failpoints
+from rocmgraph.common import failpoints
+from rocmgraph.config.pins import load
 from rocmgraph.demo.profile import DEMO_ROOT, pins_path
-from rocmgraph.pins import load
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 

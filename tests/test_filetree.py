@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 
-from rocmgraph.filetree import Difference, compare, read_tar
+from rocmgraph.common.filetree import Difference, compare, read_tar
 
 
 def tar(*files: tuple[str, bytes, int], mtime: int = 0) -> io.BytesIO:

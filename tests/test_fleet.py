@@ -20,11 +20,11 @@ from demo_e2e import built, copy_of_demo, docker, nothing_to_build, unbuilt_max_
 from test_faults import other_verl_commit
 
 import stages
-from rocmgraph import failpoints
+from rocmgraph.common import failpoints
+from rocmgraph.common.layout import ROOT
 from rocmgraph.demo.machine import DOCKER, images, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT
 from rocmgraph.demo.serve import Registry
-from rocmgraph.layout import ROOT
 from rocmgraph.outside import proc
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.registry import Client

@@ -6,9 +6,9 @@ import pytest
 from conftest import PINS, delete_toml, edit_toml
 
 import stages
-from rocmgraph import pins
-from rocmgraph.errors import GraphError, PinsError
-from rocmgraph.graph import Stage, make_graph
+from rocmgraph.common.errors import GraphError, PinsError
+from rocmgraph.config import pins
+from rocmgraph.graph.dag import Stage, make_graph
 
 
 def stage(name: str, *parents: str) -> Stage:

@@ -15,9 +15,10 @@ import pytest
 from conftest import PINS, ROOT
 
 import stages
-from rocmgraph import keycache, keys, pins
-from rocmgraph.graph import Graph, make_graph
-from rocmgraph.run import Options, Run
+from rocmgraph.config import pins
+from rocmgraph.graph import keycache, keys
+from rocmgraph.graph.dag import Graph, make_graph
+from rocmgraph.graph.invocation import Options, Run
 
 GRAPH = stages.graph()
 REAL = pins.load(PINS)
@@ -140,8 +141,9 @@ def test_the_files_are_the_trees_the_keys_read_and_the_files_the_pins_name() -> 
     files = {
         str(path.relative_to(ROOT)) for path in keycache._files(GRAPH, REAL) if ROOT in path.parents
     }
-    assert {"rocmgraph/keys.py", "rocmgraph/recipe.py", "stages/vllm.py", "wheels/names.py",
-            "docker/source-wheel.Dockerfile.j2", "rocmgraph/inimage/prune.py"} <= files  # fmt: skip
+    assert {"rocmgraph/graph/keys.py", "rocmgraph/graph/recipe.py", "stages/vllm.py",
+            "wheels/names.py", "docker/source-wheel.Dockerfile.j2",
+            "rocmgraph/inimage/prune.py"} <= files  # fmt: skip
     patches = {name for source in REAL.sources.values() for name in source.patches}
     assert patches
     assert patches <= files
@@ -218,7 +220,8 @@ def test_the_newest_fingerprints_are_kept(tmp_path: Path, monkeypatch: pytest.Mo
 FINGERPRINT = """
 from pathlib import Path
 import stages
-from rocmgraph import keycache, pins
+from rocmgraph.graph import keycache
+from rocmgraph.config import pins
 kept = keycache.KeyCache(Path("."), stages.graph(), pins.load("pins.toml"))
 print(kept._fingerprint(("gfx942",), None, None)[0])
 """
@@ -243,7 +246,7 @@ KEYS = """
 import sys
 from pathlib import Path
 import stages
-from rocmgraph.run import Options, Run
+from rocmgraph.graph.invocation import Options, Run
 run = Run(Options(pins="pins.toml", arch="gfx942"), stages.graph(), key_cache=Path(sys.argv[1]))
 print(run.keys["manifest"].key, "jinja2" in sys.modules)
 """

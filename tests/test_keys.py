@@ -15,9 +15,10 @@ import pytest
 from conftest import PINS, ROOT, delete_toml, edit_toml
 
 import stages
-from rocmgraph import keys, kinds, pins, recipe
-from rocmgraph.graph import make_graph
-from rocmgraph.pins import Leaf, format_path, is_under
+from rocmgraph.config import kinds, pins
+from rocmgraph.config.pins import Leaf, format_path, is_under
+from rocmgraph.graph import keys, recipe
+from rocmgraph.graph.dag import make_graph
 
 GRAPH = stages.graph()
 REAL = pins.load(PINS)
@@ -25,7 +26,8 @@ REAL = pins.load(PINS)
 KEYS_SCRIPT = """
 import json, sys
 import rocmgraph, stages
-from rocmgraph import keys, pins
+from rocmgraph.graph import keys
+from rocmgraph.config import pins
 assert rocmgraph.__file__.startswith(sys.argv[1]), rocmgraph.__file__
 computed = keys.compute(stages.graph(), pins.load("pins.toml"), ("gfx942",))
 print(json.dumps({name: k.key for name, k in computed.items()}))

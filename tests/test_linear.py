@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
+import linear
 import pytest
 
 import stages
-from rocmgraph import linear, monolith
-from rocmgraph.run import Options, Run
+from rocmgraph.build import dockerfiles
+from rocmgraph.graph.invocation import Options, Run
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def test_wheels_meet_in_one_filesystem(text: str) -> None:
 def test_the_same_steps_as_the_monolith(text: str) -> None:
     run = Run(Options(pins="pins.toml", arch="gfx942"), stages.graph())
     steps = {
-        line for part in monolith.stage_texts(run).values() for line in part.splitlines()
+        line for part in dockerfiles.stage_texts(run).values() for line in part.splitlines()
         if line.startswith(("RUN ", "ENV ", "    && "))
     }  # fmt: skip
     mine = {line for line in text.splitlines() if line.startswith(("RUN ", "ENV ", "    && "))}

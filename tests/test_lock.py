@@ -15,9 +15,9 @@ from conftest import PINS, run_doit
 from servers import git
 from world import KEY, WHEELS, World, make_world, values_blanked, wheel_bytes
 
-from rocmgraph import pins, pinsedit
-from rocmgraph.errors import PinsError
-from rocmgraph.fsutil import atomic_write_text
+from rocmgraph.common.errors import PinsError
+from rocmgraph.common.fsutil import atomic_write_text
+from rocmgraph.config import pins, pinsedit
 
 
 def test_lock_records_files_hashes_and_full_commits_keeping_every_comment(world: World) -> None:

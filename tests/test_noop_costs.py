@@ -12,11 +12,11 @@ import pytest
 from conftest import need_docker
 
 import stages
-from rocmgraph import recipe
-from rocmgraph.errors import GraphToolError
+from rocmgraph.common.errors import GraphToolError
+from rocmgraph.graph import recipe
+from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.outside import dockerapi
 from rocmgraph.outside.docker import Client, DockerEngine, remembered_client
-from rocmgraph.run import Options, Run
 
 # ------------------------------------------------------------ the client probe
 

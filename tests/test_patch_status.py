@@ -13,8 +13,8 @@ from conftest import run_doit
 from servers import Route, closed_url, commit
 from world import MEGATRON_JSON, World, kernel_as_submodule, zipped
 
-from rocmgraph import patches
 from rocmgraph.demo import patchimages
+from rocmgraph.trees import patches
 
 MEGATRON = "docker/patches/megatron-core/0001-attention-backend-env-warns.patch"
 MODULE = "megatron/core/models/common/language_module/language_module.py"

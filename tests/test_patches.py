@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from rocmgraph import patches, pins
+from rocmgraph.common.errors import PatchError
+from rocmgraph.config import pins
 from rocmgraph.demo import patchimages
-from rocmgraph.errors import PatchError
+from rocmgraph.trees import patches
 
 VLLM = tuple(
     f"docker/patches/vllm/{name}"

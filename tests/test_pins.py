@@ -11,8 +11,8 @@ from conftest import PINS, delete_toml, edit_toml, run_doit
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocmgraph import kinds, pins
-from rocmgraph.errors import LONGEST, PinsError, shown
+from rocmgraph.common.errors import LONGEST, PinsError, shown
+from rocmgraph.config import kinds, pins
 
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "

@@ -22,8 +22,8 @@ from conftest import PINS
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rocmgraph import pins
-from rocmgraph.errors import PinsError
+from rocmgraph.common.errors import PinsError
+from rocmgraph.config import pins
 
 FILE = "fuzz/pins.toml"
 LONGEST_MESSAGE = 1500  # a message names a key, a value cut to 200 characters, and a fix

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmgraph.pipargs import Judged, Verdict, install_arguments, judge, requirement_of
+from rocmgraph.dockerfile.pipargs import Judged, Verdict, install_arguments, judge, requirement_of
 
 UNHASHED = "installs a URL whose content no hash checks"
 

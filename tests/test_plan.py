@@ -12,12 +12,14 @@ from conftest import PINS, edit_toml, run_doit
 
 import rocmgraph
 import stages
-from rocmgraph import keys, pins, records
-from rocmgraph.engine import BuildJob
-from rocmgraph.estimate import Estimate, Source, load_references
-from rocmgraph.explain import changes
-from rocmgraph.plan import Status, as_text, make_plan
-from rocmgraph.run import Options, Run
+from rocmgraph.build import records
+from rocmgraph.commands.plan import Status, as_text, make_plan
+from rocmgraph.common.engine import BuildJob
+from rocmgraph.config import pins
+from rocmgraph.graph import keys
+from rocmgraph.graph.estimate import Estimate, Source, load_references
+from rocmgraph.graph.explain import changes
+from rocmgraph.graph.invocation import Options, Run
 
 PROVIDED_SOURCES = ("flash_attention", "transformer_engine", "aiter")  # pins.toml: primus has them
 VLLM_COMMIT = "18d87a87dc39c1a50f452b218fdcc3aeec48d18e"

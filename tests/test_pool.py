@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from rocmgraph.engine import BuildJob
-from rocmgraph.pool import Builder, Pool
+from rocmgraph.common.engine import BuildJob
+from rocmgraph.outside.pool import Builder, Pool
 
 
 class Holding:

@@ -11,10 +11,11 @@ import pytest
 import tomli
 from conftest import ROOT, delete_toml, edit_toml
 
-from rocmgraph import pins, preflight
+from rocmgraph.common.errors import Unchecked
+from rocmgraph.config import pins
 from rocmgraph.demo import upstreams
-from rocmgraph.errors import Unchecked
-from rocmgraph.preflight import Fact, PreflightError, Row, Verdict
+from rocmgraph.trees import preflight
+from rocmgraph.trees.preflight import Fact, PreflightError, Row, Verdict
 
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
 TREES = {  # each source built here, and the committed files of its tree

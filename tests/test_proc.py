@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from rocmgraph.errors import GraphToolError
+from rocmgraph.common.errors import GraphToolError
 from rocmgraph.outside import proc
 from rocmgraph.outside.docker import Client, DockerEngine
 

@@ -14,11 +14,11 @@ from conftest import edit_toml, run_doit
 from servers import commit, git
 from world import World, key_bytes, locked_run, prepare, values_blanked, wheel_bytes
 
-from rocmgraph import pins
-from rocmgraph.errors import LockError
+from rocmgraph.common.errors import LockError
+from rocmgraph.config import pins
+from rocmgraph.config.pins import format_path
+from rocmgraph.graph.invocation import Run
 from rocmgraph.outside.upstream import next_dev
-from rocmgraph.pins import format_path
-from rocmgraph.run import Run
 
 STAGES = ["base", "rocm", "wheels", "aiter", "flash_attention", "prune", "slim",
           "transformer_engine", "vllm", "verl", "assemble", "manifest"]  # fmt: skip

@@ -9,7 +9,7 @@ import pytest
 from servers import LoopbackServer, Route
 from world import release_history
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.pypi import PYPI_ENV, Unpacked, newest, unpack
 from wheels.pypi import Release, choose

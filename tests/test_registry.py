@@ -12,7 +12,7 @@ import requests
 from conftest import need
 from servers import Registry
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
 from rocmgraph.outside import registry
 from rocmgraph.outside.http import Http
 

@@ -8,12 +8,12 @@ import pytest
 from conftest import PINS, ROOT, delete_toml, edit_toml, run_doit
 
 import stages
-from rocmgraph import pins
-from rocmgraph.dockerfile_syntax import parse
-from rocmgraph.errors import PinsError, RenderError
-from rocmgraph.graph import Stage
-from rocmgraph.recipe import render
-from rocmgraph.run import Options, Run
+from rocmgraph.common.errors import PinsError, RenderError
+from rocmgraph.config import pins
+from rocmgraph.dockerfile.syntax import parse
+from rocmgraph.graph.dag import Stage
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.graph.recipe import render
 
 GRAPH = stages.graph()
 REAL = pins.load(PINS)

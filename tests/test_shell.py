@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocmgraph.shell import Assignment, Command, Word, parse
+from rocmgraph.dockerfile.shell import Assignment, Command, Word, parse
 
 
 def names(script: str) -> list[str]:

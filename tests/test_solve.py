@@ -10,13 +10,13 @@ from conftest import PINS, ROOT
 from test_plan import SetEngine
 
 import stages
-from rocmgraph import monolith
-from rocmgraph.build import _SCRATCH, _Builds, solve_recipe
-from rocmgraph.errors import GraphToolError
-from rocmgraph.graph import Stage, make_graph
-from rocmgraph.outside import Outside
-from rocmgraph.run import Options, Run
-from rocmgraph.solve import Router, waves
+from rocmgraph.build import dockerfiles
+from rocmgraph.build.execute import _SCRATCH, _Builds, solve_recipe
+from rocmgraph.common.errors import GraphToolError
+from rocmgraph.graph.dag import Stage, make_graph
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.graph.solve import Router, waves
+from rocmgraph.outside.world import Outside
 
 GRAPH = stages.graph()
 
@@ -150,17 +150,17 @@ def test_the_whole_file_squashed_ends_the_squash_with_the_configuration_given() 
     without configurations, the plain monolith squashes nothing."""
     run = Run(Options(pins=str(PINS), arch="gfx942"), GRAPH)
     lines = ['ENV PATH="/opt/venv/bin:/usr/bin"', "WORKDIR /workspace"]
-    text = monolith.dockerfile(run, {"slim": lines})
+    text = dockerfiles.dockerfile(run, {"slim": lines})
     froms = re.findall(r"^FROM .*$", text, re.MULTILINE)
     assert "FROM wheels AS slim_trimmed" in froms
     assert "FROM scratch AS slim" in froms
     slim = text.split("FROM scratch AS slim", 1)[1].split("\nFROM ", 1)[0]
     squashed = "COPY --from=slim_trimmed / /\n\n# The configuration of the image it squashes:\n"
     assert slim.startswith("\n" + squashed + "\n".join(lines) + "\n\n")
-    assert "FROM scratch" not in monolith.dockerfile(run)
+    assert "FROM scratch" not in dockerfiles.dockerfile(run)
     with pytest.raises(ValueError, match=r"^no configuration given for the squashed stage slim$"):
-        monolith.dockerfile(run, {})
-    owners = monolith.owners(monolith.stage_texts(run, squash=True))
+        dockerfiles.dockerfile(run, {})
+    owners = dockerfiles.owners(dockerfiles.stage_texts(run, squash=True))
     assert owners["slim_trimmed"] == owners["slim"] == "slim"
     assert owners["pruning"] == owners["prune"] == "prune"
 

@@ -19,10 +19,11 @@ from servers import (
     serve_bare,
 )
 
-from rocmgraph import patches, pins
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
+from rocmgraph.config import pins
+from rocmgraph.config.pins import GitSource
 from rocmgraph.outside.sources import Mirrors, SourceCache
-from rocmgraph.pins import GitSource
+from rocmgraph.trees import patches
 
 UPSTREAM = "https://example.invalid/vllm.git"  # never contacted: a mirror stands in
 

@@ -19,18 +19,18 @@ from conftest import PINS, ROOT, STARTED_AT
 from test_plan import SetEngine
 
 import stages
-from rocmgraph import build, statelock
-from rocmgraph.engine import BuildJob
-from rocmgraph.outside import Outside
+from rocmgraph.build import execute, turns
+from rocmgraph.common.engine import BuildJob
+from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.outside.docker import log_file
-from rocmgraph.run import Options, Run
+from rocmgraph.outside.world import Outside
 
 VLLM = "it builds vllm 1a2b3c4d5e6f"
 HOLDS = """
 import sys, time
 from pathlib import Path
-from rocmgraph import statelock
-with statelock.held(Path(sys.argv[1]), statelock.Holder.me("gfx942", "builds vllm 1a2b3c4d5e6f")):
+from rocmgraph.build import turns
+with turns.held(Path(sys.argv[1]), turns.Holder.me("gfx942", "builds vllm 1a2b3c4d5e6f")):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
@@ -48,15 +48,15 @@ def holder(lock: Path, seconds: float) -> subprocess.Popen[str]:
     return process
 
 
-def me() -> statelock.Holder:
-    return statelock.Holder.me("gfx950", "builds prune 0123456789ab")
+def me() -> turns.Holder:
+    return turns.Holder.me("gfx950", "builds prune 0123456789ab")
 
 
 def test_a_free_lock_is_held_at_once_says_who_holds_it_and_goes_with_its_holder(
     tmp_path: Path,
 ) -> None:
     lock = tmp_path / "locks" / "prune-0123456789ab"
-    with statelock.held(lock, me()) as waited:
+    with turns.held(lock, me()) as waited:
         assert not waited
         assert f'"pid": {os.getpid()}' in lock.read_text()
     assert not lock.exists()  # nothing is left in the folder
@@ -66,7 +66,7 @@ def test_a_run_told_not_to_wait_names_the_run_that_holds_the_lock(tmp_path: Path
     lock = tmp_path / "vllm-1a2b3c4d5e6f"
     other = holder(lock, 30)
     try:
-        with pytest.raises(statelock.Busy) as busy, statelock.held(lock, me(), wait=0):
+        with pytest.raises(turns.Busy) as busy, turns.held(lock, me(), wait=0):
             pass
         assert re.fullmatch(
             f"not waiting \\(wait=0\\) for {WHO.format(pid=other.pid)}; rerun when it ends, or "
@@ -74,7 +74,7 @@ def test_a_run_told_not_to_wait_names_the_run_that_holds_the_lock(tmp_path: Path
             str(busy.value),
         ), busy.value
         waited = r"^waited 0\.3 s \(wait=0\.3\) for the build"
-        with pytest.raises(statelock.Busy, match=waited), statelock.held(lock, me(), wait=0.3):
+        with pytest.raises(turns.Busy, match=waited), turns.held(lock, me(), wait=0.3):
             pass
     finally:
         other.kill()
@@ -86,7 +86,7 @@ def test_a_waiting_run_says_for_whom_once_and_holds_the_lock_when_it_is_let_go(
 ) -> None:
     lock = tmp_path / "vllm-1a2b3c4d5e6f"
     other = holder(lock, 1)
-    with statelock.held(lock, me()) as waited:
+    with turns.held(lock, me()) as waited:
         assert waited
         assert f'"pid": {os.getpid()}' in lock.read_text()
     other.communicate()
@@ -108,7 +108,7 @@ def test_a_holder_that_has_not_said_who_it_is_yet_gets_a_moment_to(
             try:
                 time.sleep(0.3)
                 if says:
-                    os.pwrite(fd, json.dumps(dataclasses.asdict(statelock.Holder.me(
+                    os.pwrite(fd, json.dumps(dataclasses.asdict(turns.Holder.me(
                         "gfx942", "builds vllm 1a2b3c4d5e6f"))).encode(), 0)  # fmt: skip
                 time.sleep(1.5)  # past the waiter's UNSAID_GRACE
             finally:
@@ -117,7 +117,7 @@ def test_a_holder_that_has_not_said_who_it_is_yet_gets_a_moment_to(
 
         thread = threading.Thread(target=holder_goes_on)
         thread.start()
-        with statelock.held(lock, me()) as waited:
+        with turns.held(lock, me()) as waited:
             assert waited
         thread.join()
         err = capsys.readouterr().err
@@ -132,7 +132,7 @@ def test_a_killed_holder_lets_go_at_once(tmp_path: Path) -> None:
     other = holder(lock, 60)
     other.send_signal(signal.SIGKILL)
     other.communicate()
-    with statelock.held(lock, me(), wait=0) as waited:  # kill -9 leaves no stale lock
+    with turns.held(lock, me(), wait=0) as waited:  # kill -9 leaves no stale lock
         assert not waited
 
 
@@ -165,7 +165,7 @@ def _build_at_once(tmp_path: Path, engine: SlowEngine, *jobs: tuple[str, str]) -
     def one(index: int, arch: str, stage: str) -> None:
         run = Run(Options(pins=str(pins), arch=arch, hermetic=False), graph)
         try:
-            done[index] = build.build_stage(run, engine, outside, stage)
+            done[index] = execute.build_stage(run, engine, outside, stage)
         except BaseException as exc:  # raised here, with its traceback, not lost in a thread
             raised.append(exc)
 
@@ -255,7 +255,7 @@ def test_a_second_lock_of_closures_waits_for_the_first(tmp_path: Path) -> None:
 
 def test_a_holder_from_another_day_is_named_with_its_date() -> None:
     started = time.mktime((2026, 12, 4, 23, 54, 0, 0, 0, -1))
-    who = statelock.Holder(12811, started, "gfx942", "builds vllm 1a2b3c4d5e6f")
+    who = turns.Holder(12811, started, "gfx942", "builds vllm 1a2b3c4d5e6f")
     said = "by pid 12811 (arch gfx942): it builds vllm 1a2b3c4d5e6f"
     assert who.describe(now=started + 60) == f"the build started at 23:54 {said}"
     assert who.describe(now=started + 600) == f"the build started at 2026-12-04 23:54 {said}"

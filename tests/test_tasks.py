@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 from test_plan import SetEngine
 
 import stages
-from rocmgraph import build, tasks
-from rocmgraph.errors import GraphToolError, VariableError, cut
-from rocmgraph.outside import Outside
-from rocmgraph.run import Options, Run
+from rocmgraph.build import execute
+from rocmgraph.cli import tasks
+from rocmgraph.common.errors import GraphToolError, VariableError, cut
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.outside.world import Outside
 
 
 def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
@@ -290,7 +291,7 @@ def test_a_garbage_doit_db_is_set_aside_with_one_warning(tmp_path: Path) -> None
 
 
 def test_a_full_or_read_only_disk_is_one_line_with_its_fix() -> None:
-    from rocmgraph.report import UserFailure, guarded
+    from rocmgraph.cli.reporter import UserFailure, guarded
 
     def full() -> None:
         raise OSError(errno.ENOSPC, "No space left on device", "/cache/files/x.whl")
@@ -344,7 +345,7 @@ def test_a_stage_another_run_built_is_not_failed_by_this_run_s_error(
         done("prune", error)
         raise error
 
-    monkeypatch.setattr(build, "build_stages", build_stages)
+    monkeypatch.setattr(execute, "build_stages", build_stages)
     monkeypatch.setattr(sys, "argv", ["doit", "build:slim", "build:prune"])
     futures = tasks.Tasks(stages.graph(), tmp_path / ".doit.db")._start_solve(run, outside, "prune")
     assert sorted(futures) == ["prune", "slim"]
@@ -358,8 +359,8 @@ def test_a_stage_that_cannot_be_prepared_fails_alone_and_the_others_of_its_solve
 ) -> None:
     """A vLLM patch that no longer applies after a bump stops vLLM and what needs it, not
     SGLang, prune or verl beside it in the one solve."""
-    from rocmgraph import context
-    from rocmgraph.errors import PatchError
+    from rocmgraph.build import context
+    from rocmgraph.common.errors import PatchError
 
     pins = tmp_path / "pins.toml"
     pins.write_text(PINS.read_text())
@@ -376,7 +377,7 @@ def test_a_stage_that_cannot_be_prepared_fails_alone_and_the_others_of_its_solve
     told: dict[str, object] = {}
     names = ["vllm", "sglang", "prune", "slim", "verl", "assemble"]
     with pytest.raises(GraphToolError):
-        build.build_stages(run, engine, outside, names, done=told.__setitem__)
+        execute.build_stages(run, engine, outside, names, done=told.__setitem__)
     # assemble needs vLLM's wheel; the stages assemble needs besides vLLM all build
     assert {name: error for name, error in told.items() if error} == {
         "vllm": conflict,
@@ -444,7 +445,7 @@ def test_two_runs_pulling_one_cached_stage_at_once_both_have_it(tmp_path: Path) 
             pass
 
         def labels(self, ref: str) -> dict[str, str]:
-            return {build.KEY_LABEL: key}
+            return {execute.KEY_LABEL: key}
 
         def tag(self, ref: str, alias: str) -> None:
             with lock:
@@ -457,7 +458,7 @@ def test_two_runs_pulling_one_cached_stage_at_once_both_have_it(tmp_path: Path) 
 
     daemon, pulled = Daemon(), []
     threads = [
-        threading.Thread(target=lambda: pulled.append(build._pull(run, daemon, "verl")))  # type: ignore[arg-type]
+        threading.Thread(target=lambda: pulled.append(execute._pull(run, daemon, "verl")))  # type: ignore[arg-type]
         for _ in range(2)
     ]
     for thread in threads:

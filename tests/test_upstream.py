@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from servers import GitHttpServer, commit, failing_upstream, git, make_repo, many_files
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
+from rocmgraph.config.pins import GitSource
 from rocmgraph.outside.sources import SourceCache
 from rocmgraph.outside.upstream import Commit, History, github_repo, merged_pr, moved_to
-from rocmgraph.pins import GitSource
 
 
 def listing(root: Path) -> dict[str, int]:

@@ -12,7 +12,7 @@ from conftest import run_doit
 from demo_e2e import E2E, copy_of_demo, docker
 
 import stages
-from rocmgraph.provenance import installed
+from rocmgraph.build.provenance import installed
 
 PIP_LIST = """\
 Package            Version                          Editable project location
@@ -124,8 +124,8 @@ def test_the_manifest_check_reads_versions_as_pip_installs_them() -> None:
     only has to be there."""
     from conftest import PINS
 
-    from rocmgraph import verify as verify_
-    from rocmgraph.run import Options, Run
+    from rocmgraph.commands import verify as verify_
+    from rocmgraph.graph.invocation import Options, Run
 
     run = Run(Options(pins=str(PINS)), stages.graph())
     wanted = {name: version for (_, _, name), version in run.pins.python.packages()}

@@ -19,11 +19,13 @@ from conftest import run_doit
 from demo_e2e import E2E, copy_of_demo, docker, labels, manifest_file
 
 import stages
-from rocmgraph import closure, filetree, progress, records
-from rocmgraph.fsutil import sha256_file
-from rocmgraph.outside import default_cache
+from rocmgraph.build import progress, records
+from rocmgraph.common import filetree
+from rocmgraph.common.fsutil import sha256_file
+from rocmgraph.graph import closure
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.store import Store
+from rocmgraph.outside.world import default_cache
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 

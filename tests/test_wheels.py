@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from packaging.version import Version
 from servers import LoopbackServer, Route
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
+from rocmgraph.config.pins import Wheel
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.store import Store
-from rocmgraph.pins import Wheel
 from wheels import index
 
 TORCH_A = "torch-2.12.0+rocm7.14.0.lw.git1a2b3c4d-cp312-cp312-linux_x86_64.whl"

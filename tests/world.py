@@ -26,12 +26,15 @@ from packaging.utils import canonicalize_name
 from servers import LoopbackServer, Route, closed_url, commit, git, make_repo
 
 import stages
-from rocmgraph import context, patches, pins
+from rocmgraph.build import context
+from rocmgraph.config import pins
+from rocmgraph.config.pins import PinPath
 from rocmgraph.demo import patchimages
-from rocmgraph.outside import Outside, apt
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.outside import apt
 from rocmgraph.outside.registry import Reference
-from rocmgraph.pins import PinPath
-from rocmgraph.run import Options, Run
+from rocmgraph.outside.world import Outside
+from rocmgraph.trees import patches
 
 PINS_702 = ROOT / "pins-rocm702.toml"
 # pins.toml names its wheels by version only (repo.radeon.com's 7.14 file names are not

@@ -47,7 +47,7 @@ def file_url(index_url: str, file: str) -> str:
 
 
 class Pin(Protocol):
-    """What a wheel pin says (rocmgraph.pins.Wheel is one)."""
+    """What a wheel pin says (rocmgraph.config.pins.Wheel is one)."""
 
     @property
     def index(self) -> str: ...

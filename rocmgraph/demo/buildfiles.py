@@ -18,7 +18,7 @@ The files here do exactly that much, in as few lines as it takes.
 
 from __future__ import annotations
 
-from rocmgraph.archs import KNOWN_ARCHS
+from rocmgraph.config.archs import KNOWN_ARCHS
 
 VLLM_PYPROJECT = """# vLLM (demo): its version comes from git, through setuptools_scm (setup.py).
 [build-system]

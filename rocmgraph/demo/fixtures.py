@@ -23,10 +23,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocmgraph.common.fsutil import sha256_file
+from rocmgraph.common.layout import ROOT
 from rocmgraph.demo import primus, rocmfiles, upstreams
 from rocmgraph.demo.wheelfile import make_wheel
-from rocmgraph.fsutil import sha256_file
-from rocmgraph.layout import ROOT
 from rocmgraph.outside import proc
 from rocmgraph.outside.git import git
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rocmgraph.errors import EngineError
+from rocmgraph.common.errors import EngineError
 from rocmgraph.outside import proc
 
 DOCKER = "/usr/bin/docker"  # docker.io's client: BuildKit builds without buildx

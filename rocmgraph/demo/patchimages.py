@@ -2,7 +2,7 @@
 
 The test upstreams and the demo's sources are made from these, so they carry
 exactly the paths and context the real patches touch, and nothing else of
-upstream. Not used by any command: rocmgraph/patches.py reads and applies.
+upstream. Not used by any command: rocmgraph/trees/patches.py reads and applies.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rocmgraph.patches import Patch
+from rocmgraph.trees.patches import Patch
 
 
 def preimage(patch: Patch) -> dict[str, str]:

@@ -23,10 +23,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from rocmgraph.common.engine import BuildJob
 from rocmgraph.demo import buildfiles, rocmfiles, upstreams
 from rocmgraph.demo.published import published
 from rocmgraph.demo.wheelfile import make_wheel
-from rocmgraph.engine import BuildJob
 from rocmgraph.outside.docker import DockerEngine
 
 SDK_VERSION = "7.14.0"  # TheRock's rocm-sdk packages, as rocm/primus v26.4 has them

@@ -24,26 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocmgraph import failpoints
+from rocmgraph.common import failpoints
+from rocmgraph.common.errors import LockError
+from rocmgraph.common.fsutil import atomic_write_text
+from rocmgraph.common.layout import ROOT
+from rocmgraph.config.pins import Pins
+from rocmgraph.config.pins import load as load_pins
 from rocmgraph.demo import baseimage
-from rocmgraph.errors import LockError
-from rocmgraph.fsutil import atomic_write_text
-from rocmgraph.graph import Graph
-from rocmgraph.layout import ROOT
-from rocmgraph.outside import Outside
+from rocmgraph.demo.addresses import HTTP_PORT, REGISTRY, REGISTRY_PORT
+from rocmgraph.graph.dag import Graph
+from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.outside.docker import DockerEngine
-from rocmgraph.pins import Pins
-from rocmgraph.pins import load as load_pins
-from rocmgraph.run import Options, Run
+from rocmgraph.outside.world import Outside
 
 if TYPE_CHECKING:
     from rocmgraph.demo.serve import Files, Registry
-
-# Below Linux's ephemeral range (32768-60999): a client socket of any build can hold a
-# port in that range, and the server then cannot bind it.
-HTTP_PORT = 28470
-REGISTRY_PORT = 28471
-REGISTRY = f"127.0.0.1:{REGISTRY_PORT}"
 
 # Pushes a profile's base image to its reference, given the demo's root: returns its digest.
 BaseMaker = Callable[[DockerEngine, str, Path], str]
@@ -111,7 +106,7 @@ class Demo:
         source = hashlib.sha256(f"{template}\0{fills_text}".encode()).hexdigest()
         if self.pins.is_file() and made_from.is_file() and made_from.read_text() == source:
             return self.pins  # the common case, a no-op: nothing to parse
-        from rocmgraph import pinsedit  # tomlkit: only when the pins are made anew
+        from rocmgraph.config import pinsedit  # tomlkit: only when the pins are made anew
 
         fills = [pinsedit.Change(tuple(path), "", value) for path, value in json.loads(fills_text)]
         atomic_write_text(self.pins, pinsedit.apply(template, fills))
@@ -127,11 +122,11 @@ class Demo:
         """Fixtures made, servers up, base image pushed, the generated pins locked; held
         from here to ``stop`` against another run's start (``arch`` and ``wait``: what it
         is told, and how long this one waits for it)."""
-        from rocmgraph import statelock
+        from rocmgraph.build import turns
 
         # First of all: another run's builds read the fixtures and use the servers.
-        holder = statelock.Holder.me(arch or "as pinned", "serves the demo's upstreams")
-        self._held.enter_context(statelock.held(self.root / "demo.lock", holder, wait))
+        holder = turns.Holder.me(arch or "as pinned", "serves the demo's upstreams")
+        self._held.enter_context(turns.held(self.root / "demo.lock", holder, wait))
         engine = outside.docker
         # Fixtures and servers: only when builds run (a run that builds nothing makes none).
         from rocmgraph.demo import fixtures
@@ -145,7 +140,7 @@ class Demo:
         # values until the new ones are written whole (a kill in between loses nothing).
         unlocked = self.pins.with_name("unlocked.toml")
         atomic_write_text(unlocked, self.profile.template.read_text(encoding="utf-8"))
-        from rocmgraph import lock  # the network side of locking: only when the demo locks
+        from rocmgraph.commands import lock  # the network side of locking: only when the demo locks
 
         result = lock.resolve(Run(Options(pins=str(unlocked)), self.graph), outside)
         failpoints.reached("demo-lock")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.http import Http
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocmgraph.errors import EngineError, FetchError
+from rocmgraph.common.errors import EngineError, FetchError
 from rocmgraph.outside import ports, proc
 from rocmgraph.outside.http import Http
 

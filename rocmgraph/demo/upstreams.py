@@ -14,10 +14,10 @@ on every machine and demo/pins.toml can pin them.
 
 from __future__ import annotations
 
-from rocmgraph import patches
 from rocmgraph.demo import buildfiles as b
 from rocmgraph.demo import patchimages
-from rocmgraph.demo.profile import HTTP_PORT
+from rocmgraph.demo.addresses import HTTP_PORT
+from rocmgraph.trees import patches
 
 History = list[tuple[str, dict[str, str]]]  # (message, files written by that commit)
 

@@ -14,9 +14,9 @@ import gzip
 import zlib
 from collections.abc import Mapping
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
+from rocmgraph.config.pins import AptRepo
 from rocmgraph.outside.http import Http
-from rocmgraph.pins import AptRepo
 
 
 def index_url(repo: AptRepo, component: str) -> str:

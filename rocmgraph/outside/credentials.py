@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
 
 
 def netrc_path(environ: Mapping[str, str] = os.environ) -> Path:

@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph.engine import BuildJob, familiar
-from rocmgraph.errors import BuildFailed, EngineError, GraphToolError
-from rocmgraph.fsutil import atomic_write_text
+from rocmgraph.common.engine import BuildJob, familiar
+from rocmgraph.common.errors import BuildFailed, EngineError, GraphToolError
+from rocmgraph.common.fsutil import atomic_write_text
 from rocmgraph.inimage import manifest
 from rocmgraph.outside import dockerapi, proc
 from rocmgraph.outside.proc import CommandFailed, CommandMissing
 
 if TYPE_CHECKING:
-    from rocmgraph import filetree
+    from rocmgraph.common import filetree
 
 DOCKER_ENV = "VERL_GRAPH_DOCKER"
 NETWORK_ENV = "VERL_GRAPH_NETWORK"
@@ -393,7 +393,9 @@ class DockerEngine:
     def files(self, ref: str) -> filetree.Tree:
         """Every file of the image ``ref``, as facts (``docker export`` of a container made
         from it and never started, removed after)."""
-        from rocmgraph import filetree  # for verify and the lock: a build does not read files
+        from rocmgraph.common import (
+            filetree,  # for verify and the lock: a build does not read files
+        )
 
         container = self._docker("create", "--network=none", ref, "true").strip()
         try:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from rocmgraph.errors import FetchError
+from rocmgraph.common.errors import FetchError
 
 if TYPE_CHECKING:  # requests is imported when first used: a no-op build needs no HTTP
     import requests

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
-from rocmgraph.errors import GraphToolError
+from rocmgraph.common.errors import GraphToolError
 
 
 class CommandFailed(GraphToolError):

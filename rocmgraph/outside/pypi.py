@@ -22,7 +22,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from rocmgraph.errors import FetchError, HashMismatch
+from rocmgraph.common.errors import FetchError, HashMismatch
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.store import Store
 from wheels import pypi

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocmgraph.errors import FetchError
-from rocmgraph.kinds import is_loopback
+from rocmgraph.common.errors import FetchError
+from rocmgraph.config.kinds import is_loopback
 from rocmgraph.outside.http import Http
 
 _ACCEPT = ", ".join(

@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmgraph import failpoints
-from rocmgraph.errors import FetchError
-from rocmgraph.fsutil import build_dir, owned
+from rocmgraph.common import failpoints
+from rocmgraph.common.errors import FetchError
+from rocmgraph.common.fsutil import build_dir, owned
+from rocmgraph.config.pins import GitSource, Pins
 from rocmgraph.outside import leftovers
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
-from rocmgraph.pins import GitSource, Pins
 
 MIRRORS_ENV = "VERL_GRAPH_MIRRORS"
 FULL_COMMIT = re.compile(r"[0-9a-f]{40}")

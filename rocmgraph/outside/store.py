@@ -21,8 +21,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmgraph.errors import HashMismatch
-from rocmgraph.fsutil import owned, sha256_file
+from rocmgraph.common.errors import HashMismatch
+from rocmgraph.common.fsutil import owned, sha256_file
 from rocmgraph.outside import leftovers
 from rocmgraph.outside.http import Http
 

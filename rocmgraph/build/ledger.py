@@ -1,0 +1,177 @@
+"""What becomes of each stage in this run, in one place: the console's views (rocmgraph.
+progress), the run's last words and ``.build/build.json`` all read it.
+
+A doit process builds one image, so its ledger is one per process (``LEDGER``);
+threads building stages at once (``doit -n N``) write to it under a lock, and
+whoever watches it hears of each change after the lock is let go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from rocmgraph.common.fsutil import atomic_write_text
+
+
+class Status(StrEnum):
+    BUILDING = "building"
+    BUILT = "built"  # built in this run
+    REUSED = "reused"  # its image was there already
+    CACHED = "cached"  # the shared cache holds it, and no build here needed it
+    PULLED = "pulled"  # taken from the shared cache for a build, or for the final tag
+    FAILED = "failed"
+
+
+@dataclass
+class Entry:
+    status: Status
+    seconds: float = 0.0  # of its build
+    builder: str = ""  # the engine that built it, with builders=
+    compiled: str = ""  # what ccache did, as the build's line says it
+    shared: bool | None = None  # pushed to the shared cache; False: its push failed
+    key: str = ""  # its key, short
+    network: str = ""  # a build's: "off" (hermetic, from its locked closure) or "on"
+    started: float = 0.0  # time.monotonic() when its build began
+    step: str = ""  # the BuildKit step it is on: "[5/7] RUN pip wheel …"
+    expected: float | None = None  # seconds, from its last build's record
+
+
+@dataclass(frozen=True)
+class Final:
+    """The image the run is about: its friendly tag, and the final stage's ref and key."""
+
+    alias: str
+    ref: str
+    key: str
+    manifest: str = ""  # where the image keeps its manifest
+    report: str = ""  # where this run's build.json is
+
+
+class Watcher(Protocol):
+    def changed(self, stage: str, entry: Entry) -> None: ...
+
+    def output(self, stage: str, line: str) -> None: ...
+
+
+# A BuildKit step as --progress=plain starts it: "#9 [vllm_build 5/7] RUN --mount=... pip ..."
+_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?(\d+/\d+)\] (.*)$")
+_FLAG = re.compile(r"--mount=\S+\s*|\\\s*")
+STEP_WIDTH = 60
+
+
+def step_of(line: str) -> str | None:
+    """The step a BuildKit line begins, shortened for one line of a screen; else None."""
+    found = _STEP.match(line)
+    if not found:
+        return None
+    what = " ".join(_FLAG.sub("", found.group(2)).split())
+    if len(what) > STEP_WIDTH:
+        what = what[: STEP_WIDTH - 1] + "…"
+    return f"[{found.group(1)}] {what}"
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self._entries: dict[str, Entry] = {}
+        self._lock = threading.Lock()
+        self._watchers: list[Watcher] = []
+        self.stages = 0  # how many stages the image has: set when the run knows its graph
+        self.final: Final | None = None
+
+    def watch(self, watcher: Watcher) -> None:
+        with self._lock:
+            self._watchers.append(watcher)
+
+    def unwatch(self, watcher: Watcher) -> None:
+        with self._lock:
+            self._watchers.remove(watcher)
+
+    def start(self, stage: str, key: str, expected: float | None, builder: str = "") -> None:
+        self.record(
+            stage,
+            Entry(Status.BUILDING, builder=builder, key=key, started=time.monotonic(),
+                  expected=expected),
+        )  # fmt: skip
+
+    def saw(self, stage: str, line: str) -> None:
+        """A line of the stage's build output: told to the watchers, and kept as its step."""
+        step = step_of(line)
+        with self._lock:
+            entry = self._entries.get(stage)
+            if step and entry is not None:
+                entry.step = step
+            watchers = list(self._watchers)
+        for watcher in watchers:
+            watcher.output(stage, line)
+
+    def record(self, stage: str, entry: Entry) -> None:
+        """What became of ``stage``. What is known of its build is kept: whether it was shared
+        (its push may end first), its key and builder."""
+        with self._lock:
+            known = self._entries.get(stage)
+            if known is not None:
+                entry = dataclasses.replace(
+                    entry,
+                    shared=known.shared if entry.shared is None else entry.shared,
+                    key=entry.key or known.key,
+                    builder=entry.builder or known.builder,
+                    expected=known.expected if entry.expected is None else entry.expected,
+                )
+            self._entries[stage] = entry
+            watchers = list(self._watchers)
+        for watcher in watchers:
+            watcher.changed(stage, dataclasses.replace(entry))
+
+    def shared(self, stage: str, pushed: bool) -> None:
+        with self._lock:
+            entry = self._entries.setdefault(stage, Entry(Status.REUSED))
+            entry.shared = pushed
+
+    def entries(self) -> dict[str, Entry]:
+        with self._lock:
+            return {stage: dataclasses.replace(entry) for stage, entry in self._entries.items()}
+
+    def not_shared(self) -> list[str]:
+        """The stages built or pushed in this run that the shared cache did not take."""
+        return sorted(stage for stage, entry in self.entries().items() if entry.shared is False)
+
+    def did_something(self) -> bool:
+        """Whether anything was built, pulled or failed (else the run was a no-op)."""
+        busy = {Status.BUILDING, Status.BUILT, Status.PULLED, Status.FAILED}
+        return any(entry.status in busy for entry in self.entries().values())
+
+    def write(self, path: Path, cache: str, hermetic: bool) -> None:
+        """``.build/build.json``: the image, how it was built (``hermetic``: false when
+        hermetic=0 let every stage reach the network), and what became of each stage on
+        the way."""
+        stages = {
+            stage: {
+                name: value
+                for name, value in dataclasses.asdict(entry).items()
+                if name in _REPORTED and value not in ("", None)
+            }
+            for stage, entry in sorted(self.entries().items())
+        }
+        final = self.final
+        report = {
+            "image": final.alias if final else "",
+            "key": final.key if final else "",
+            "cache": cache,
+            "hermetic": hermetic,
+            "not_shared": self.not_shared(),
+            "stages": stages,
+        }
+        atomic_write_text(path, json.dumps(report, indent=1) + "\n")
+
+
+_REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key", "network"}
+
+LEDGER = Ledger()

@@ -1,0 +1,917 @@
+"""The doit tasks, as dicts: dodo.py only wires them to doit's variables.
+
+Creators must stay cheap: doit calls every one of them on every run (``doit
+list`` included). The one thing they refuse is a wrong command line: every
+variable is checked (``Variables.checked``) before any task is made, so
+``archs=gfx942`` or ``force=maybe`` stops the run with exit 3 before anything
+is looked at. Everything else that can fail happens in an action, where the
+reporter turns it into one line.
+
+``Tasks`` holds what one invocation shares: the stage graph dodo.py hands in,
+one Run per set of options (the pins read once), the outside world its
+commands reach (made here, passed down), and the demo profiles it serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import dbm
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from doit import doit_cmd
+
+# The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
+# patch_status, plan) are imported by the action that runs them: doit imports this module on
+# every invocation, and a no-op build should not pay for what it never runs.
+from rocmgraph.build import execute, progress
+from rocmgraph.build.ledger import LEDGER, Entry, Final, Status
+from rocmgraph.build.progress import CONSOLE
+from rocmgraph.cli.reporter import Reporter, guarded
+from rocmgraph.common.engine import Engine
+from rocmgraph.common.errors import (
+    Answer,
+    GraphToolError,
+    StaleError,
+    VariableError,
+    cut,
+    shown,
+)
+from rocmgraph.common.layout import ROOT
+from rocmgraph.common.spelling import closest
+from rocmgraph.config import kinds
+from rocmgraph.config.archs import parse_archs
+from rocmgraph.config.pins import load as load_pins
+from rocmgraph.demo import profile as demo_profile
+from rocmgraph.graph import recipe
+from rocmgraph.graph.dag import Graph, Stage
+from rocmgraph.graph.invocation import Options, Run, check_closures
+from rocmgraph.outside import proc
+from rocmgraph.outside.world import Outside, default_cache
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+Task = dict[str, Any]
+
+DOIT_CONFIG: dict[str, Any] = {
+    "default_tasks": ["plan"],
+    "reporter": Reporter,
+    "par_type": "thread",  # stages build in docker; threads only wait on it
+    "verbosity": 2,  # stream build logs as they come
+    "subtasks": True,  # `doit list` shows build:<stage> and dockerfile:<stage> too
+}
+
+DOIT_DB = ".doit.db"  # doit's default dep_file, beside dodo.py (doit's cwd)
+
+
+def usable_doit_db(path: Path) -> None:
+    """doit's record of which tasks ran is a cache: the image tags are the truth. One that
+    cannot be read (a crash, a full disk, a hand) would stop every command with doit's
+    traceback; it is set aside with one warning instead, and the run goes on."""
+    try:
+        if not any(path.parent.glob(f"{path.name}*")):
+            return  # none yet
+        if not dbm.whichdb(str(path)):  # None or "": files there, but none dbm can read
+            raise ValueError("no database dbm knows")
+        with dbm.open(str(path), "r") as db:
+            for key in db.keys():  # noqa: SIM118 (dbm.gnu objects do not iterate)
+                json.loads(db[key])
+    except Exception:  # anything: dbm.dumb parses its index with literal_eval
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        moved = []
+        for part in sorted(path.parent.glob(f"{path.name}*")):
+            if ".broken-" not in part.name:
+                part.rename(part.with_name(f"{part.name}.broken-{stamp}"))
+                moved.append(part.name)
+        print(
+            f"warning: {path} cannot be read; set aside as "
+            f"{', '.join(f'{name}.broken-{stamp}' for name in moved)}; which tasks ran is "
+            "forgotten, what is built is not (the image tags say)",
+            file=sys.stderr,
+        )
+
+
+FORMATS = ("text", "json")
+PROFILES = ("", *demo_profile.PROFILES)  # "": the pins file's own (pins.toml by default)
+# A flag's words, either case. Anything else is refused: `force=false` must not force.
+FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def flag(name: str, value: str) -> bool:
+    """``force=1``/``true``/``yes`` is on, ``0``/``false``/``no`` off; nothing else is a flag."""
+    try:
+        return FLAG_WORDS[value.lower()]
+    except KeyError:
+        raise VariableError(
+            f"{name}={cut(value)}: not a flag; write {name}=1, true or yes to turn it on, "
+            f"{name}=0, false or no to leave it off"
+        ) from None
+
+
+def _format(name: str, value: str) -> None:
+    if value not in FORMATS:
+        raise VariableError(f"{name}={cut(value)}: unknown format; use format=text or format=json")
+
+
+def _profile(name: str, value: str) -> None:
+    if value not in PROFILES:
+        known = ", ".join(f"profile={profile}" for profile in PROFILES if profile)
+        raise VariableError(f"{name}={cut(value)}: unknown profile; use {known} or none")
+
+
+def _arch(name: str, value: str) -> None:
+    if value:  # arch= (empty) is the default arch set of the pins file
+        parse_archs(value)
+
+
+def _count(name: str, value: str) -> None:
+    if not value.isdigit() or int(value) < 1:
+        raise VariableError(f"{name}={cut(value)}: not a count; write {name}=1, {name}=2, ...")
+
+
+def seconds(name: str, value: str) -> float | None:
+    """``wait=30`` is 30 seconds, ``wait=0`` none; no value (``wait=``) is no end."""
+    if not value:
+        return None
+    try:
+        found = float(value)
+    except ValueError:
+        found = -1.0
+    if not 0 <= found < float("inf"):
+        raise VariableError(f"{name}={cut(value)}: not a number of seconds; write {name}=0, "
+                            f"{name}=30, ...")  # fmt: skip
+    return found
+
+
+def _registry(name: str, value: str) -> None:
+    problem = kinds.IMAGE_NAME.problem(value) if value else None
+    if problem:
+        raise VariableError(
+            f"{name}={cut(value)}: {problem.removeprefix(repr(value) + ' ').strip()}; write "
+            f"{name}=<registry>/<path>, e.g. {name}=registry.example.org/verl-rocm"
+        )
+
+
+HOST_SCHEMES = ("unix", "tcp", "ssh", "npipe", "fd")  # what DOCKER_HOST takes
+
+
+def hosts(value: str) -> tuple[str, ...]:
+    """``builders=unix:///run/a.sock,ssh://build-2``: the Docker hosts, each as DOCKER_HOST
+    names one (raises VariableError)."""
+    found = tuple(host.strip() for host in value.split(",") if host.strip())
+    for host in found:
+        scheme = host.split("://", 1)[0] if "://" in host else ""
+        if scheme not in HOST_SCHEMES or not host.split("://", 1)[1]:
+            raise VariableError(
+                f"builders={cut(value)}: {cut(host)} is not a Docker host; write each as "
+                "DOCKER_HOST would, e.g. builders=unix:///run/a.sock,ssh://user@build-2"
+            )
+    if len(set(found)) != len(found):
+        raise VariableError(f"builders={cut(value)}: a host is named twice; name each once")
+    return found
+
+
+def _hosts(name: str, value: str) -> None:
+    hosts(value)
+
+
+def _compile_cache(name: str, value: str) -> None:
+    # A password may come here (never in the pins): checked without it, hidden in logs.
+    parts = urlsplit(value)
+    bare = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+    problem = kinds.COMPILE_CACHE.problem(bare)
+    if problem:
+        raise VariableError(
+            f"{name}={cut(value)}: {problem.removeprefix(shown(bare)).strip()}; "
+            f"{kinds.COMPILE_CACHE.fix_for(bare)}"
+        )
+
+
+def _progress(name: str, value: str) -> None:
+    if value not in progress.MODES:
+        raise VariableError(
+            f"{name}={cut(value)}: unknown progress; use progress=auto, progress=plain or "
+            "progress=quiet"
+        )
+
+
+def _any(name: str, value: str) -> None:
+    """A value that only an action can check (a path, a commit)."""
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A command-line variable: what it does, and what can be checked of its value
+    without reading any file (raises VariableError)."""
+
+    doc: str
+    check: Callable[[str, str], object] = _any
+
+
+# Every variable a doit command takes, name -> what it does. One line per variable:
+# one not listed here is refused with a suggestion, never silently ignored.
+VARIABLES: dict[str, Variable] = {
+    "pins": Variable("the pins file; default pins.toml, or the profile's"),
+    "arch": Variable("the archs to build for, e.g. gfx942,gfx950; default [build].archs", _arch),
+    "locked": Variable("1 refuses anything unlocked, for CI", flag),
+    "hermetic": Variable(
+        "0 builds every stage with the network, its closure locked or not (default 1: a stage "
+        "with no closure locked is refused)",
+        flag,
+    ),
+    "closures": Variable(
+        "1 makes lock build each stage with the network and record what it fetched", flag
+    ),
+    "network": Variable("docker build --network; default $VERL_GRAPH_NETWORK"),
+    "profile": Variable("demo (or demo702) builds an offline demo profile", _profile),
+    "format": Variable("text or json, for plan, patches, preflight and audit", _format),
+    "jobs": Variable("the builders the plan prices the build on (as doit -n); 2", _count),
+    "to": Variable("the commit or tag bump:<source> moves to"),
+    "force": Variable("1 lets a bump write despite a conflicting patch", flag),
+    "dry": Variable("1 makes a bump write nothing", flag),
+    "dockerfile": Variable("a plain Dockerfile: for audit to check, or compare to set beside"),
+    "check": Variable("1 makes render only check that the docs are fresh", flag),
+    "commit_tag": Variable("the manifest's training_docker_version (verl's GIT_COMMIT_TAG); DEV"),
+    "cache": Variable(
+        "the registry stage images are shared through; default [cache].registry", _registry
+    ),
+    "cache_required": Variable("1 fails the run when the cache does not answer, for CI", flag),
+    "push": Variable("1 pushes the friendly tag to the cache too", flag),
+    "builders": Variable(
+        "Docker hosts that build stages at once (with doit -n N and cache=), comma-separated",
+        _hosts,
+    ),
+    "builder": Variable("the buildx builder to build on (docker buildx build --builder)"),
+    "image": Variable("the image verify checks against the pins, e.g. verl-rocm:gfx942"),
+    "stage": Variable("the stage verify builds again without cache and compares, e.g. vllm"),
+    "progress": Variable(
+        "auto (a live view in a terminal, else a line per event), plain (and every build's "
+        "output) or quiet (the summary and errors)",
+        _progress,
+    ),
+    "compile_cache": Variable(
+        "ccache's shared remote storage, e.g. redis://host:6379; default [build].compile_cache",
+        _compile_cache,
+    ),
+    "wait": Variable(
+        "seconds a build waits for another run's build of the same stage; default no end", seconds
+    ),
+}
+
+
+def command_line() -> dict[str, str]:
+    """This doit invocation's variables (``doit plan arch=gfx942``: ``{"arch": "gfx942"}``)."""
+    # doit offers only get_var(name), which cannot tell what was given that we do not
+    # know. It keeps them in this private global of doit==0.37.0 (pinned exactly), set
+    # before dodo.py is loaded; the one place that reads it. test_tasks fails if it moves.
+    given: dict[str, str] | None = doit_cmd._CMDLINE_VARS
+    return dict(given or {})  # None: not a doit run
+
+
+@dataclass(frozen=True)
+class Variables:
+    """The command line's variables, all known and checked."""
+
+    given: Mapping[str, str]
+
+    @classmethod
+    def checked(cls, given: Mapping[str, str]) -> Variables:
+        for name, value in sorted(given.items()):
+            known = VARIABLES.get(name)
+            if known is None:
+                raise VariableError(_unknown(name, value))
+            known.check(name, value)
+        return cls(dict(given))
+
+    def text(self, name: str, default: str = "") -> str:
+        return self.given.get(_known(name), default)
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        return flag(name, self.given.get(_known(name), "1" if default else "0"))
+
+
+def _known(name: str) -> str:
+    if name not in VARIABLES:
+        raise KeyError(f"variable {name!r} is read but not in tasks.VARIABLES")  # a bug
+    return name
+
+
+def _unknown(name: str, value: str) -> str:
+    close = closest(name, sorted(VARIABLES))
+    hint = f"did you mean {close}= ({VARIABLES[close].doc})? " if close else ""
+    return (
+        f"{cut(name)}={cut(value)}: unknown variable; "
+        f"{hint}known variables: {', '.join(sorted(VARIABLES))}"
+    )
+
+
+def resolve(options: Options) -> Options:
+    """Fill what a profile implies: ``profile=demo`` brings its generated pins file (written
+    when first read, not here: making tasks writes nothing) and host networking."""
+    if options.profile:
+        pins = options.pins or str(demo_profile.pins_path(options.profile))
+        return dataclasses.replace(options, pins=pins, network=options.network or "host")
+    return dataclasses.replace(options, pins=options.pins or "pins.toml")
+
+
+def _check_format(fmt: str) -> None:
+    """For report tasks made without the command line's check (the variables are checked
+    before any task is made)."""
+    _format("format", fmt)
+
+
+def _report(doc: str, action: Any) -> Task:
+    """A task that prints a report: always runs, and keeps stdout for the report alone."""
+    return {
+        "doc": doc,
+        "actions": [guarded(action)],
+        "uptodate": [False],
+        "meta": {"quiet": True},
+        "verbosity": 2,
+    }
+
+
+def _show(answer: Answer) -> None:
+    """Print what a command has to say, then fail with its error (for the exit code)."""
+    print("\n".join(answer.lines))
+    if answer.error is not None:
+        raise answer.error
+
+
+def _read_dockerfile(name: str) -> str:
+    """The text of ``dockerfile=<name>``; a usage error when there is no such file."""
+    path = Path(name)
+    if path.is_dir():
+        raise VariableError(f"dockerfile={name}: is a directory; name the Dockerfile in it")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise VariableError(f"dockerfile={name}: no such file") from None
+    except OSError as exc:
+        raise VariableError(f"dockerfile={name}: cannot be read ({exc.strerror})") from None
+    # Bytes that are not UTF-8 pass through as they are, as BuildKit reads bytes.
+    return data.decode("utf-8", "surrogateescape")
+
+
+class Tasks:
+    """The tasks of one invocation over ``graph``, and what they share."""
+
+    def __init__(self, graph: Graph, doit_db: Path = Path(DOIT_DB)) -> None:
+        self.graph = graph
+        self._solve: dict[str, Future[bool]] | None = None  # the run's solve, once begun
+        self._solve_lock = threading.Lock()
+        self.interrupted = False
+        usable_doit_db(doit_db)  # before doit opens it
+        # Every key renders every recipe: compiled once here, not once per invocation.
+        recipe.keep_compiled(default_cache() / "templates")
+        self._runs: dict[Options, Run] = {}
+        self._outside: dict[Options, Outside] = {}
+        self._demos: dict[str, demo_profile.Demo] = {}
+        self._asked: set[Options] = set()  # runs whose images the engine was asked of at once
+
+    # ------------------------------------------------------------ shared state
+
+    def run(self, options: Options) -> Run:
+        """The Run of ``options``: made once, its pins read when first needed."""
+        if options not in self._runs:
+            load = self.demo(options.profile).load_pins if options.profile else load_pins
+            self._runs[options] = Run(options, self.graph, load, default_cache() / "keys")
+        return self._runs[options]
+
+    def forget(self, options: Options) -> None:
+        """The pins of ``options`` were rewritten (the demo locked them): read them again."""
+        self._runs.pop(options, None)
+
+    def outside(self, options: Options) -> Outside:
+        """What the commands of ``options`` reach beyond this process."""
+        if options not in self._outside:
+            logs = self.run(options).state_dir / "logs"
+            self._outside[options] = Outside(
+                logs=logs,
+                network=options.network or None,
+                builders=options.builders,
+                builder=options.builder,
+            )
+        return self._outside[options]
+
+    def demo(self, profile: str) -> demo_profile.Demo:
+        """The demo of a profile, one per invocation: its servers run while its builds do."""
+        if profile not in self._demos:
+            self._demos[profile] = demo_profile.Demo(self.graph, profile)
+        return self._demos[profile]
+
+    # ------------------------------------------------------------ reports
+
+    def plan_task(self, options: Options, fmt: str, builders: int = 2) -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            run = self.run(options)
+            # The demo's stages are miniatures: the real image's hours would mislead there.
+            from rocmgraph.commands import plan
+            from rocmgraph.graph import estimate
+
+            references = {} if options.profile else estimate.load_references()
+            outside = self.outside(options)
+
+            def cached(stage: str) -> bool:
+                return execute.is_cached(run, outside, stage)
+
+            made = plan.make_plan(run, outside.engine, references, builders, cached)
+            print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
+            plan.verdict(made)
+
+        return _report(
+            "show every stage: key, arch-dependent, built or not, why it would build, and what "
+            "building costs",
+            show,
+        )
+
+    def lock_task(self, options: Options, closures: bool) -> Task:
+        def run_lock() -> None:
+            from rocmgraph.commands import lock
+
+            run, outside = self.run(options), self.outside(options)
+            _show(lock.lock_closures(run, outside) if closures else lock.run_lock(run, outside))
+
+        task: Task = {
+            "doc": "record what only the network knows: wheel files and sha256, full commits, "
+            "digests; closures=1: what each stage fetches as it builds, file by file",
+            "actions": [guarded(run_lock)],
+            "uptodate": [False],
+            "verbosity": 2,
+        }
+        # Its builds fetch from the demo's upstreams: served meanwhile.
+        return {**task, "setup": ["demo"]} if options.profile and closures else task
+
+    def patches_task(self, options: Options, fmt: str) -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            from rocmgraph.commands import patch_status
+
+            rows = patch_status.table(self.run(options), self.outside(options))
+            print(patch_status.as_json(rows) if fmt == "json" else patch_status.as_text(rows))
+            patch_status.verdict(rows)
+
+        return _report(
+            "check every patch against its pinned tree: applies, obsolete or conflicts", show
+        )
+
+    def preflight_task(self, options: Options, fmt: str) -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            from rocmgraph.trees import preflight
+
+            _show(preflight.run_preflight(self.run(options), self.outside(options), fmt))
+
+        return _report(
+            "check what each pinned tree's build does (its dist, fetches, archs) against the pins",
+            show,
+        )
+
+    def bump_tasks(self, options: Options, to: str, force: bool, dry: bool) -> Iterator[Task]:
+        """bump:<source> for every pinned source a stage reads, bump:base, bump:all."""
+        names = sorted({source for stage in self.graph for source in stage.sources})
+        yield {"basename": "bump", "name": None, "doc": "move pins to upstream's newest"}
+
+        def run_bump(name: str) -> None:
+            run = self.run(options)
+            # all: the sources this profile pins (pins-rocm702.toml pins no SGLang), known
+            # only once its pins are read.
+            targets = [*sorted(run.pins.sources), "base"] if name == "all" else [name]
+            if to and len(targets) > 1:
+                raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
+            outside = self.outside(options)
+            from rocmgraph.commands import bump
+
+            _show(bump.run_bump(run, outside, targets, to, force=force, dry=dry))
+
+        for name in [*names, "base", "all"]:
+            doc = {
+                "base": "move the base image's digest to what its tag points to now",
+                "all": "bump every source and the base image",
+            }.get(
+                name,
+                f"move {name} to upstream's newest commit (or to=<commit|tag>), patches checked",
+            )
+            yield {
+                "basename": "bump",
+                "name": name,
+                "doc": doc,
+                "actions": [guarded(run_bump, name)],
+                "uptodate": [False],
+                "meta": {"quiet": True},
+                "verbosity": 2,
+            }
+
+    def audit_task(self, options: Options, fmt: str, dockerfile: str, image: str = "") -> Task:
+        def show() -> None:
+            _check_format(fmt)
+            if image:
+                from rocmgraph.commands import imageaudit
+
+                traced = imageaudit.audit_image(self.run(options), self.outside(options), image)
+                print(imageaudit.as_text(image, traced))
+                imageaudit.verdict(image, traced)
+                return
+            if dockerfile:
+                from rocmgraph.dockerfile import audit as recipe
+
+                report = recipe.audit(_read_dockerfile(dockerfile), dockerfile)
+                text = recipe.as_json(report) if fmt == "json" else None
+                print(text or recipe.as_text(report))
+                recipe.verdict(report)
+                return
+            from rocmgraph.commands import audit
+
+            rows = audit.audit_pins(self.run(options), self.outside(options))
+            print(audit.as_json(rows) if fmt == "json" else audit.as_text(rows))
+            audit.verdict(rows)
+
+        task = _report(
+            "audit every pin (or dockerfile=<path>): full, upstream, reachable, behind, hashed; "
+            "image=<ref>: every package it holds, traced to a hash or named",
+            show,
+        )
+        # The base image of a demo profile is in the demo's registry: served meanwhile.
+        return {**task, "setup": ["demo"]} if options.profile and image else task
+
+    def compare_task(self, options: Options, fmt: str, dockerfile: str) -> Task:
+        def show() -> None:
+            if not dockerfile:
+                raise VariableError(
+                    "compare needs dockerfile=<path>: an upstream recipe to set beside the graph"
+                )
+            text = _read_dockerfile(dockerfile)
+            from rocmgraph.commands import compare
+
+            comparison = compare.compare(text, dockerfile, self.run(options))
+            shown = compare.as_json(comparison) if fmt == "json" else compare.as_text(comparison)
+            print(shown)
+            compare.verdict(comparison)
+
+        return _report(
+            "set an upstream recipe (dockerfile=<path>) beside the graph: every pin, variable, "
+            "install, patch, link and cleanup, same or explained",
+            show,
+        )
+
+    def verify_task(self, options: Options, image: str, stage: str) -> Task:
+        def show() -> None:
+            if bool(image) == bool(stage):
+                raise VariableError(
+                    "verify checks image=<ref> against the pins (e.g. image=verl-rocm:gfx942), "
+                    "or stage=<name> by a rebuild without cache (e.g. stage=vllm): name one"
+                )
+            from rocmgraph.commands import verify
+
+            run = self.run(options)
+            if stage:
+                _in_profile(run, stage)
+                differences = verify.check_stage(run, self.outside(options), stage)
+                print(verify.stage_text(stage, differences))
+                verify.stage_verdict(stage, differences)
+                return
+            rows = verify.check(run, self.outside(options), image)
+            print(verify.as_text(image, run, rows))
+            verify.verdict(image, rows)
+
+        task = _report(
+            "check an image (image=<ref>) against the pins: its stage keys, its content, the "
+            "versions its manifest lists; or a stage (stage=<name>) by a rebuild without cache",
+            show,
+        )
+        # A rebuild of a demo stage fetches from the demo's upstreams: served meanwhile.
+        return {**task, "setup": ["demo"]} if options.profile and stage else task
+
+    def render_task(self, check: bool) -> Task:
+        def write() -> None:
+            # the docs are of pins.toml, whatever the variables
+            from rocmgraph.commands import docs
+
+            run = Run(Options(pins=str(docs.PINS)), self.graph)
+            stale = [str(path.relative_to(ROOT)) for path in docs.write(run, check=check)]
+            if check and stale:
+                raise StaleError(f"stale generated docs: {', '.join(stale)}; run `doit render`")
+            print("\n".join(f"wrote {path}" for path in stale) or "docs are fresh")
+
+        return {
+            "doc": "write what is generated: README key versions and differences, "
+            "docker/Dockerfile.rocm",
+            "actions": [guarded(write)],
+            "uptodate": [False],
+            "verbosity": 2,
+        }
+
+    def dockerfile_tasks(self, options: Options) -> Iterator[Task]:
+        yield {"basename": "dockerfile", "name": None, "doc": "print a stage's rendered Dockerfile"}
+        for stage in self.graph:
+
+            def show(name: str = stage.name) -> None:
+                run = self.run(options)
+                print(recipe.render(_in_profile(run, name), run.pins, run.archs), end="")
+
+            yield {
+                "basename": "dockerfile",
+                "name": stage.name,
+                "doc": f"print the Dockerfile of stage {stage.name}",
+                "actions": [guarded(show)],
+                "uptodate": [False],
+                "meta": {"quiet": True},
+                "verbosity": 2,
+            }
+
+    # ------------------------------------------------------------ builds
+
+    def demo_task(self, options: Options) -> Task:
+        """Serves the demo's upstreams while builds of ``profile=demo`` need them."""
+        prepared = self.demo(options.profile or "demo")
+
+        def start() -> None:
+            prepared.start(self.outside(options), options.arch, options.wait)
+            self.forget(options)  # its pins were just locked: builds read them afresh
+
+        return {
+            "doc": "prepare an offline demo profile: upstreams, base image, pins "
+            "(profile=demo builds use it)",
+            "actions": [guarded(start)],
+            "teardown": [prepared.stop],
+            "uptodate": [False],
+        }
+
+    def build_tasks(self, options: Options) -> Iterator[Task]:
+        setup = ["demo"] if options.profile else []
+        final = self.graph.final
+        yield {"basename": "build", "name": None, "doc": "build a stage and what it needs"}
+        for stage in self.graph:  # every stage: which are this profile's is read from its pins
+            yield {
+                "basename": "build",
+                "name": stage.name,
+                "doc": stage.doc,
+                "actions": [guarded(self._build, options, stage.name)],
+                "task_dep": [f"build:{parent}" for parent in stage.parents],
+                "setup": setup,
+                "uptodate": [self._uptodate(options, stage.name)],
+                "meta": {"quiet": True},  # the console says what becomes of it
+            }
+        yield {
+            "basename": "build",
+            "name": "image",
+            "doc": "build the whole image for arch=... and tag it with its friendly name",
+            "actions": [guarded(self._tag_final, options)],
+            "task_dep": [f"build:{final}"],
+            "setup": setup,
+            "uptodate": [self._uptodate(options, final, tagged=True)],
+            "meta": {"quiet": True},
+        }
+
+    def _uptodate(self, options: Options, stage: str, tagged: bool = False) -> Any:
+        def uptodate() -> bool:
+            run, engine = self.run(options), self.outside(options).engine
+            try:
+                if stage not in run.graph.stages:
+                    return True  # a stage the profile leaves out has nothing to build
+                if self._unlocked(run, stage):
+                    return False  # its action refuses it, with what to do
+                if self._solve is not None and stage in self._solve:
+                    return False  # its task says how the run's solve built it
+                if options not in self._asked:  # every stage's image, asked together
+                    self._asked.add(options)
+                    with contextlib.suppress(GraphToolError):  # then asked one by one
+                        refs = [run.ref(name) for name in run.graph.order]
+                        engine.image_ids([*refs, run.friendly_tag()])
+                if tagged:
+                    # push=1: the cache's copy of the friendly tag is not asked of the
+                    # engine, and a run whose push failed had tagged it here already
+                    done = execute.is_tagged(run, engine) and not (options.push and run.cache)
+                    if done:
+                        LEDGER.final = _final(run)
+                    return done
+                done = execute.is_done(run, engine, self.outside(options), stage)
+                if done:
+                    here = execute.is_built(run, engine, stage)
+                    LEDGER.record(stage, Entry(Status.REUSED if here else Status.CACHED))
+                return done
+            except GraphToolError:
+                return False  # the action runs and reports the error in one line
+
+        return uptodate
+
+    @staticmethod
+    def _unlocked(run: Run, stage: str) -> list[str]:
+        """Hermetic (the default) or locked=1: the stages this command needs, built or not,
+        that have no closure locked (one built without could only have had the network).
+        Asked of the targets on the command line too, so that a run refuses before any
+        build. With every closure locked (or hermetic=0) it costs nothing more."""
+        if not (run.options.hermetic or run.options.locked) or not run.unlocked:
+            return []
+        targets = [stage, *requested(sys.argv[1:], run.graph)]
+        needed = {name for target in targets for name in (target, *run.graph.ancestors(target))}
+        return [name for name in run.graph.order if name in needed and name in run.unlocked]
+
+    def _build(self, options: Options, stage: str) -> None:
+        run, outside = self.run(options), self.outside(options)
+        if stage not in run.graph.stages or self.interrupted:
+            return
+        missing = self._unlocked(run, stage)
+        if missing:
+            check_closures(run, missing)
+        self._watch(run, outside)
+        started = time.monotonic()
+        builder = ""
+        try:
+            if run.options.builders:
+                with self._engine_for(run, outside, stage) as (engine, builder):
+                    built = execute.build_stage(run, engine, outside, stage, builder)
+            else:
+                built = self._solved(run, outside, stage)
+        except GraphToolError:
+            known = LEDGER.entries().get(stage)
+            if known is None or known.status is not Status.FAILED:  # failed before its build
+                seconds, key = time.monotonic() - started, run.keys[stage].short
+                LEDGER.record(stage, Entry(Status.FAILED, seconds, builder, key=key))
+            if self.interrupted:  # the interrupt stopped it: said already, in one line
+                return
+            raise
+        if not built:
+            LEDGER.record(stage, Entry(Status.REUSED, key=run.keys[stage].short))
+
+    def _solved(self, run: Run, outside: Outside, stage: str) -> bool:
+        """Whether stage ``stage`` was built, in the run's solve: the first stage doit must
+        build starts one (execute.build_stages) of every stage the command's targets need,
+        and each stage's task waits for its own. A stage outside it builds alone."""
+        with self._solve_lock:
+            if self._solve is None:
+                self._solve = self._start_solve(run, outside, stage)
+            future = self._solve.get(stage)
+        if future is None:
+            return execute.build_stage(run, outside.engine, outside, stage)
+        return future.result()
+
+    def _start_solve(self, run: Run, outside: Outside, stage: str) -> dict[str, Future[bool]]:
+        from concurrent.futures import Future  # a build's: a no-op does not import it
+
+        engine = outside.engine
+        targets = [
+            target
+            for target in requested(sys.argv[1:], run.graph)
+            if not execute.is_done(run, engine, outside, target)
+        ]
+        todo = execute.to_build(run, engine, outside, [stage, *targets])
+        futures: dict[str, Future[bool]] = {name: Future() for name in todo}
+
+        def done(name: str, error: GraphToolError | None) -> None:
+            future = futures.get(name)
+            if future is None or future.done():
+                return
+            if error is None:
+                future.set_result(True)
+            else:
+                future.set_exception(error)
+
+        def solve() -> None:
+            try:
+                execute.build_stages(run, engine, outside, todo, done=done)
+            except BaseException as exc:  # each stage's task raises it
+                for name, future in futures.items():
+                    if future.done():
+                        continue
+                    if _built_meanwhile(run, engine, name):
+                        future.set_result(False)  # another run built it: not this run's failure
+                    else:
+                        future.set_exception(exc)
+            for future in futures.values():
+                if not future.done():
+                    future.set_result(False)  # another run built it meanwhile
+
+        threading.Thread(target=solve, name="solve", daemon=True).start()
+        return futures
+
+    def _watch(self, run: Run, outside: Outside) -> None:
+        """Open the console's view at the first build (a no-op opens none)."""
+        if CONSOLE.view is not None:
+            return
+        engine = outside.engine
+        expected = {}
+        for name in run.graph.order:
+            seconds = execute.last_seconds(run, name)
+            if seconds and not execute.is_built(run, engine, name):
+                expected[name] = seconds
+        LEDGER.stages = len(run.graph.order)
+        refs = {name: run.ref(name) for name in run.graph.order}
+        CONSOLE.begin(run.options.progress, expected, refs, _sizes(outside, refs.values()))
+
+    @contextlib.contextmanager
+    def _engine_for(self, run: Run, outside: Outside, stage: str) -> Iterator[tuple[Engine, str]]:
+        """The engine that builds ``stage``, and its name if it is a builder (builders=): the
+        local one, or the builder the pool picks."""
+        if not run.options.builders:
+            yield outside.engine, ""
+            return
+        if not run.cache:
+            raise VariableError(
+                f"builders= passes stages between the builders through a stage cache, and "
+                f"{run.options.pins} names none: add cache=<registry>/<path>, or set "
+                "[cache].registry"
+            )
+        parents = [run.ref(parent) for parent in run.graph[stage].parents]
+        with outside.pool.builder_for(parents) as builder:
+            yield builder.engine, builder.name
+
+    def on_interrupt(self) -> None:
+        """Ctrl-C (SIGINT) stops the running builds and ends the run with one line and exit
+        130, instead of doit's traceback. Nothing half-built is tagged: docker tags a build
+        only when it succeeds, and a record is written only after its tag. For doit runs
+        only (dodo.py): a handler is the main thread's to set."""
+
+        def interrupted(signum: int, frame: object) -> None:
+            self.interrupted = True
+            entries = LEDGER.entries().items()
+            stages = sorted(name for name, entry in entries if entry.status is Status.BUILDING)
+            CONSOLE.stop()  # the terminal is the shell's again
+            proc.interrupt_all()
+            what = (
+                f"stopped while building {', '.join(stages)}; only a build that finished is tagged"
+                if stages
+                else "nothing was building"
+            )
+            sys.stderr.write(f"interrupted: {what}\n")
+            sys.stderr.flush()
+            raise SystemExit(130)
+
+        signal.signal(signal.SIGINT, interrupted)
+
+    def _tag_final(self, options: Options) -> None:
+        run = self.run(options)
+        outside = self.outside(options)
+        self._watch(run, outside)
+        alias = execute.tag_final(run, outside.engine, outside)
+        CONSOLE.say(f"tagged {alias} = {run.ref(run.graph.final)}")
+        LEDGER.final = _final(run)
+        sealed = all(run.sealed(name) is not None for name in run.graph.order)
+        LEDGER.write(run.state_dir / "build.json", run.cache, sealed)
+
+
+def _built_meanwhile(run: Run, engine: Engine, name: str) -> bool:
+    with contextlib.suppress(GraphToolError):  # an engine that stopped answering: not known
+        return execute.is_built(run, engine, name)
+    return False
+
+
+def requested(argv: list[str], graph: Graph) -> list[str]:
+    """The stages a doit command line asks to build: ``build`` and ``build:image`` the
+    final one, ``build:<stage>`` that stage."""
+    found = []
+    for arg in argv:
+        name = arg.partition(":")[2] if arg.startswith("build:") else ""
+        if arg == "build" or name == "image":
+            found.append(graph.final)
+        elif name in graph.stages:
+            found.append(name)
+    return found
+
+
+def _final(run: Run) -> Final:
+    final = run.graph.final
+    return Final(
+        alias=run.friendly_tag(),
+        ref=run.ref(final),
+        key=run.keys[final].key,
+        manifest=run.pins.manifest,
+        report=str(run.state_dir / "build.json"),
+    )
+
+
+def _sizes(outside: Outside, refs: Collection[str]) -> progress.Sizes:
+    """An image's size on the local engine, or None (not there, or no engine answers). The
+    first question asks about every stage's image at once: the summary shows them all."""
+    asked = False
+
+    def size(ref: str) -> int | None:
+        nonlocal asked
+        try:
+            if not asked:
+                asked = True
+                outside.engine.image_ids([*refs, ref])
+            return outside.docker.size(ref) if outside.engine.image_exists(ref) else None
+        except GraphToolError:
+            return None
+
+    return size
+
+
+def _in_profile(run: Run, name: str) -> Stage:
+    if name not in run.graph.stages:
+        sources = ", ".join(f"[sources.{s}]" for s in run.stages[name].sources)
+        raise VariableError(f"stage {name} is not part of {run.options.pins}: it pins no {sources}")
+    return run.graph[name]

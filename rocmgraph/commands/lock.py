@@ -1,0 +1,277 @@
+"""`doit lock`: fill in what can only be known online, and write it into the pins file.
+
+It records exact wheel file names and their sha256, the full id behind a short commit
+(or the commit a tag or branch names when none is pinned), the apt keys' sha256, the base
+image's digest, and the version an unpinned Python or apt package would install today;
+only what a build needs (Graph.asked): a stage the base image provides fetches nothing,
+so its wheels, ROCm key and commits stay as pinned. The pins file is rewritten with
+tomlkit (comments and layout kept), atomically. ``locked=1`` changes nothing: it fails
+when anything a build needs is still unlocked, for CI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Set
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocmgraph.build import records, turns
+from rocmgraph.common import failpoints
+from rocmgraph.common.errors import Answer, FetchError, GraphToolError, LockError
+from rocmgraph.config.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
+from rocmgraph.config.pinsedit import Change, write
+from rocmgraph.graph import closure
+from rocmgraph.graph.invocation import Run, check_locked
+from rocmgraph.outside import apt, pypi, registry
+from rocmgraph.outside.http import Http
+from rocmgraph.outside.sources import SourceCache
+from rocmgraph.outside.upstream import History
+from rocmgraph.outside.world import Outside
+from wheels import index
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    path: PinPath
+    why: str
+    failed: bool = True  # a lookup failed (network, not found); else a choice left to you
+
+    def __str__(self) -> str:
+        return f"{format_path(self.path)}: {self.why}"
+
+
+@dataclass
+class Result:
+    changes: list[Change] = field(default_factory=list)
+    unresolved: list[Unresolved] = field(default_factory=list)
+
+    def attempt(self, path: PinPath, old: Value, compute: Callable[[], str]) -> str | None:
+        """Record what ``compute`` finds for ``path``, or why it could not."""
+        try:
+            new = compute()
+        except FetchError as exc:
+            self.unresolved.append(Unresolved(path, str(exc)))
+            return None
+        if new != old:
+            self.changes.append(Change(path, old, new))
+        return new
+
+
+def resolve(run: Run, outside: Outside) -> Result:
+    """Everything the pins of ``run`` leave open, that a build needs and ``outside`` can
+    answer (nothing a stage the base provides would fetch: run.graph.asked)."""
+    pins, result = run.pins, Result()
+    missing = run.graph.asked(pins)
+    asked = {m.path for m in missing}
+    sources = outside.sources(pins)
+    for name, wheel in pins.wheels.items():
+        if {("wheels", name, "file"), ("wheels", name, "sha256")} & asked:
+            _wheel(run, outside, name, wheel, result)
+    for name, source in pins.sources.items():
+        commit: str | None = source.commit
+        if ("sources", name, "commit") in asked:
+            commit = result.attempt(
+                ("sources", name, "commit"),
+                source.commit,
+                lambda name=name, source=source: sources.full_id(name, source),  # type: ignore[misc]
+            )
+        if ("sources", name, "version") in asked and commit:
+            _version(sources, name, source, commit, result)
+        if ("sources", name, "tree") in asked and commit:
+            at = dataclasses.replace(source, commit=commit)
+            result.attempt(
+                ("sources", name, "tree"),
+                "",
+                lambda name=name, at=at: sources.subtree_id(name, at),  # type: ignore[misc]
+            )
+    if ("rocm", "key_sha256") in asked:
+        key_url = pins.rocm.key_url
+        result.attempt(
+            ("rocm", "key_sha256"),
+            "",
+            lambda: outside.store.fetch(key_url, "rocm.gpg.key", "", "ROCm key").sha256,
+        )
+    for name, repo in pins.base.repos.items():
+        if ("base", "repos", name, "key_sha256") in asked:
+            result.attempt(
+                ("base", "repos", name, "key_sha256"),
+                "",
+                lambda name=name, url=repo.key_url: (
+                    outside.store.fetch(  # type: ignore[misc]
+                        url, f"{name}.asc", "", f"{name} apt key"
+                    ).sha256
+                ),
+            )
+    if ("base", "digest") in asked:
+        image = pins.base.image
+        result.attempt(("base", "digest"), "", lambda: registry.digest(image, outside.http))
+    _packages(pins, outside.http, asked, result)
+    seen = {c.path for c in result.changes} | {u.path for u in result.unresolved}
+    for item in missing:
+        if item.path not in seen:  # a wheel with no version, a version a build reads from git
+            result.unresolved.append(Unresolved(item.path, item.why, failed=False))
+    return result
+
+
+def _version(
+    sources: SourceCache, name: str, source: GitSource, commit: str, result: Result
+) -> None:
+    """The version a build reads from git (``version_env``), as setuptools_scm reads it from
+    a clone: the one version tag on the pinned commit, else the next dev release after the
+    nearest one below it; with several tags on it, or none below, a choice left to you."""
+    path = ("sources", name, "version")
+    history = History(sources, name, source)
+    try:
+        history.fetch()
+    except FetchError as exc:
+        result.unresolved.append(Unresolved(path, str(exc)))
+        return
+    versions = history.versions_at(commit) or {history.described(commit) or ""} - {""}
+    if len(versions) == 1:
+        result.changes.append(Change(path, "", versions.pop()))
+        return
+    found = f"tags give {', '.join(sorted(versions))}" if versions else "no version tag is below it"
+    result.unresolved.append(
+        Unresolved(
+            path,
+            f"its build reads its version from git, and at {commit[:12]} {found}; pin the "
+            "version the build should report",
+            failed=False,
+        )
+    )
+
+
+def _packages(pins: Pins, http: Http, asked: Set[PinPath], result: Result) -> None:
+    """What an unversioned install would take today: the newest release pip installs, the
+    one version the ROCm repositories list."""
+    for path, _ in pins.python.packages():
+        if path in asked:
+            newest = functools.partial(pypi.newest, path[-1], pins.python.version, http)
+            result.attempt(path, "", newest)
+    for name in pins.rocm.packages:
+        if ("rocm", "packages", name) in asked:
+            listed = functools.partial(apt.version, name, pins.rocm.repos, http)
+            result.attempt(("rocm", "packages", name), "", listed)
+
+
+def _wheel(run: Run, outside: Outside, name: str, wheel: Wheel, result: Result) -> None:
+    """A wheel's file, found in its index by its version, and the file's sha256; with
+    neither file nor version pinned there is nothing to look up: the choice is the user's."""
+    if not wheel.file and not wheel.version:
+        return
+    python = run.pins.python.version
+    file = wheel.file or result.attempt(
+        ("wheels", name, "file"), "", lambda: _listed_file(outside.http, python, name, wheel)
+    )
+    if file and not wheel.sha256:
+        url = index.file_url(wheel.index, file)
+        result.attempt(
+            ("wheels", name, "sha256"),
+            "",
+            lambda: outside.store.fetch(url, file, "", f"wheel {name}").sha256,
+        )
+
+
+def _listed_file(http: Http, python: str, name: str, wheel: Wheel) -> str:
+    """The file of the index that ``[wheels.<name>]`` means."""
+    listing = index.listing(http.get_text(wheel.index), wheel.index)
+    try:
+        return index.resolve(name, wheel, listing, python)
+    except index.Unresolved as exc:
+        raise FetchError(str(exc)) from None
+
+
+def run_lock(run: Run, outside: Outside) -> Answer:
+    """`doit lock`: resolve, write what was found, and report; fails if a lookup failed."""
+    if run.options.locked:
+        check_locked(run)
+        return Answer([f"{run.pins.file} is locked"])
+    result = resolve(run, outside)
+    if result.changes:
+        write(Path(run.options.pins), result.changes, moved_refused=True)
+    lines = [f"locked {change}" for change in result.changes]
+    lines += [f"left open {item}" for item in result.unresolved]
+    lines.append(f"{run.pins.file}: {len(result.changes)} values recorded")
+    failed = [item for item in result.unresolved if item.failed]
+    if failed:
+        return Answer(lines, LockError(f"{len(failed)} values could not be resolved; see above"))
+    return Answer(lines)
+
+
+def lock_closures(run: Run, outside: Outside) -> Answer:
+    """`doit lock closures=1`: each stage whose key has no closure in the lock file is built
+    with the network, every step anew, and what pip and apt report fetching becomes its
+    closure; every file of it is downloaded into the store and checked against its sha256.
+    Stages lock in order, so each one's parents are there when it builds: a stage not built
+    yet is tagged with that build under its key once its closure is locked (its children's
+    lock builds stand on it), and its record written as a build's is (what a plan says of
+    it and costs); a locked parent is built as a build would (network off)."""
+    path = closure.lock_path(run.options.pins)
+    # One lock run per lock file at a time: a second one waits, then reads what the first
+    # locked and builds nothing again (each would build every stage, and save its own view).
+    me = turns.Holder.me(",".join(run.archs), f"locks closures into {path.name}")
+    with turns.held(run.state_dir / "locks" / f"closures-{path.name}", me, run.options.wait):
+        return _lock_closures(run, outside, path)
+
+
+def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
+    from rocmgraph.build import execute
+    from rocmgraph.graph import keys as keys_
+
+    engine = outside.docker
+    lock = closure.load(path)
+    found = dict(lock.closures)
+    lines = []
+    for name in run.graph.order:
+        key = run.closure_keys[name].key  # of the stage's build with the network
+        if (name, key) in found:
+            lines.append(f"{name}: locked at {key[:12]}")
+            continue
+        tag = f"{run.namespace}/{name}:lock-{key[:12]}"
+        started = time.monotonic()
+        try:
+            output = execute.rebuild(run, engine, outside, name, tag, report=True)
+            seconds = time.monotonic() - started
+            fetched = closure.receipts(output)
+            for item in fetched:
+                outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
+            found[(name, key)] = closure.Closure(name, key, fetched)
+            closure.save(closure.LockFile(path, found))  # a later failure keeps what is locked
+            # Not locked when this run began, its key here is of a build with the network:
+            # the image is that build, which its children's lock builds stand on.
+            if not execute.is_built(run, engine, name):
+                # and its record, as a build writes one: what the plan says of it and costs.
+                # Begun before the tag, as a build's: a kill between the two keeps it.
+                stage_key = run.keys[name]
+                records.begin(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
+                engine.tag(tag, run.ref(name))
+                failpoints.reached("tagged")
+                records.save(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
+        finally:
+            with contextlib.suppress(GraphToolError):  # a failed build tagged nothing
+                engine.untag(tag)
+        lines.append(_closure_line(name, key, fetched))
+    # What the lock keeps: the closures of the keys the pins give now, for this run's archs,
+    # each one arch of [build].archs and all of them; older keys' closures go.
+    archs = {run.archs, run.pins.build.archs, *((arch,) for arch in run.pins.build.archs)}
+    current = {
+        (stage, key.key)
+        for arch_set in archs
+        for stage, key in keys_.closure_keys(run.graph, run.pins, arch_set).items()
+    }
+    kept = {entry: found[entry] for entry in found if entry in current}
+    closure.save(closure.LockFile(path, kept))
+    files = {item for entry in kept.values() for item in entry.files}
+    lines.append(f"{path}: {len(kept)} closures, {len(files)} files, every one by sha256")
+    return Answer(lines)
+
+
+def _closure_line(name: str, key: str, fetched: tuple[closure.Fetched, ...]) -> str:
+    kinds = ", ".join(
+        f"{sum(1 for item in fetched if item.kind == kind)} {kind}" for kind in closure.KINDS
+    )
+    return f"{name}: locked at {key[:12]} ({kinds} files)"

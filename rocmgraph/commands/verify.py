@@ -1,0 +1,176 @@
+"""``doit verify image=<ref>``: whether an image is the one the pins describe; and
+``doit verify stage=<name>``: whether a stage's build is reproducible.
+
+What a CI job that runs in a published image asks before it trusts it:
+
+- **keys**: each stage key the image's labels name against the key the pins give
+  that stage now (an image built from other pins differs there; the final stage's
+  key is the image's own);
+- **content**: the image against the final stage's image of that key, as this
+  engine built it or the stage cache holds it (by image id: the digest of its
+  configuration, which any change made after the build, a ``docker commit``
+  say, changes);
+- **manifest**: every Python package the pins name by version, and every pinned
+  source's version, against what the image's manifest says pip installed.
+
+One row per difference; exit 1 if there is any, 2 if the content could not be
+compared (no build of the key here, and no cache that has it).
+
+A stage is checked as ``nix build --check`` checks a derivation: built again with
+every step run anew (no cache) on the same parents, then compared with the image
+of its key file by file (path, type, mode, owner, size, sha256; not timestamps).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from rocmgraph.build import execute
+from rocmgraph.build.provenance import installed
+from rocmgraph.common import filetree
+from rocmgraph.common.errors import GraphToolError, Unchecked, VerifyError
+from rocmgraph.graph.invocation import Run
+from rocmgraph.outside.docker import DockerEngine
+from rocmgraph.outside.world import Outside
+
+STAGE_KEY = "org.verl-rocm-graph.key."  # the final image's label of each stage's key
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str  # "key vllm", "content", "python vllm"
+    expected: str
+    found: str
+    unknown: bool = False  # could not be compared: not a difference, not a match
+
+    def text(self) -> str:
+        if self.unknown:
+            return f"{self.what}: cannot tell ({self.found})"
+        return f"{self.what}: differs: the pins say {self.expected}, the image has {self.found}"
+
+
+def check(run: Run, outside: Outside, image: str) -> list[Row]:
+    """Every difference between ``image`` and what ``run``'s pins describe."""
+    engine = outside.docker
+    if not engine.image_exists(image):
+        raise VerifyError(
+            f"image {image} is not in the engine; pull it first (docker pull {image})"
+        )
+    labels = engine.labels(image)
+    rows = [*_keys(run, labels), *_content(run, outside, engine, image)]
+    return rows + _manifest(run, engine, image)
+
+
+def _keys(run: Run, labels: dict[str, str]) -> list[Row]:
+    rows = []
+    for stage in run.graph.order:
+        want = run.keys[stage].key
+        found = labels.get(STAGE_KEY + stage, "")
+        if found != want:
+            rows.append(Row(f"key {stage}", want[:12], found[:12] or "none"))
+    return rows
+
+
+def _content(run: Run, outside: Outside, engine: DockerEngine, image: str) -> list[Row]:
+    """The image's id against that of the final stage's image of its key, here or cached."""
+    mine = engine.image_id(image) or ""
+    built = engine.image_id(run.ref(run.graph.final))
+    where = "as built here"
+    if built is None and run.cache:
+        where = f"as {run.cache} holds it"
+        try:
+            built = outside.cache_registry.config_digest(run.cached_ref(run.graph.final))
+        except GraphToolError as exc:
+            return [Row("content", "", f"the stage cache does not answer: {exc}", True)]
+    if built is None:
+        key = run.keys[run.graph.final].short
+        nowhere = f"no build of key {key} here, and no stage cache that holds it (cache=)"
+        return [Row("content", "", nowhere, True)]
+    if built != mine:
+        return [Row("content", f"{built[:19]} ({where})", f"{mine[:19]}: changed after its build")]
+    return []
+
+
+def _manifest(run: Run, engine: DockerEngine, image: str) -> list[Row]:
+    """Pinned versions against the image's manifest (what pip listed when it was built)."""
+    path = f"{run.pins.manifest}/requirements.txt"
+    try:
+        listed = installed(engine.read(image, path))
+    except GraphToolError as exc:
+        return [Row("manifest", path, f"none that can be read ({exc})")]
+    wanted = {name: version for (_, _, name), version in run.pins.python.packages()}
+    wanted |= {
+        source.dist or name: source.version
+        for name, source in run.pins.sources.items()
+        if source.version
+    }
+    rows = []
+    for name, version in sorted(wanted.items()):
+        found = listed.get(canonicalize_name(name))
+        if found is None or (version and not _same_release(found, version)):
+            # an unpinned package ("") only has to be there
+            rows.append(Row(f"python {name}", version or "installed", found or "none"))
+    return rows
+
+
+def _same_release(found: str, pinned: str) -> bool:
+    """The versions by PEP 440, public parts (2.12.0+rocm7.14 is 2.12.0; 1.14.0 is 1.14):
+    as pip installs a pin, and as the image's smoke check compared them."""
+    try:
+        return Version(Version(found).public) == Version(Version(pinned).public)
+    except InvalidVersion:
+        return found.split("+", 1)[0] == pinned.split("+", 1)[0]
+
+
+def as_text(image: str, run: Run, rows: list[Row]) -> str:
+    if not rows:
+        return (
+            f"{image} is what {run.options.pins} describes: {len(run.graph.order)} stage keys, "
+            "its content, and every pinned version"
+        )
+    return "\n".join(row.text() for row in rows)
+
+
+def verdict(image: str, rows: list[Row]) -> None:
+    differ = [row for row in rows if not row.unknown]
+    if differ:
+        raise VerifyError(f"{image} is not what the pins describe: {len(differ)} difference(s)")
+    if rows:
+        raise Unchecked(f"{image}: {len(rows)} check(s) could not be made")
+
+
+def check_stage(run: Run, outside: Outside, stage: str) -> list[filetree.Difference]:
+    """How a rebuild of ``stage`` (no cache) differs from the image of its key."""
+    engine = outside.docker
+    ref = run.ref(stage)
+    if not engine.image_exists(ref):
+        raise VerifyError(
+            f"stage {stage} is not built at key {run.keys[stage].short}: build it first "
+            f"(doit build:{stage}), then check that a rebuild gives the same image"
+        )
+    # this run's own tag: another verification of the stage at once removes its own
+    tag = f"{run.namespace}/{stage}:verify-{run.keys[stage].short}-{os.getpid()}"
+    execute.rebuild(run, engine, outside, stage, tag)
+    try:
+        return filetree.compare(engine.files(ref), engine.files(tag))
+    finally:
+        engine.untag(tag)
+
+
+def stage_text(stage: str, differences: list[filetree.Difference]) -> str:
+    if not differences:
+        return f"{stage}: identical (every file of a rebuild without cache is the same)"
+    lines = [f"{stage}: {len(differences)} file(s) differ in a rebuild without cache:"]
+    for difference in differences:
+        lines.append(f"  {difference.path}: {difference.what}")
+        lines.extend(f"    {line}" for line in difference.diff)
+    return "\n".join(lines)
+
+
+def stage_verdict(stage: str, differences: list[filetree.Difference]) -> None:
+    if differences:
+        raise VerifyError(f"stage {stage} is not reproducible: {len(differences)} file(s) differ")

@@ -1,0 +1,375 @@
+"""`doit preflight`: the recipe's assumptions checked against the trees it builds.
+
+Each pinned source built here is read at its commit, patched and overlaid as its stage
+builds it, and each fact of its build (treefacts) is set beside what the pins say: the
+distribution and its version (what the checks in the image look for), every fetch the
+build makes by itself (given as a pinned tree, or marked as not taken, with why), the arch
+variables it reads and how it splits them, and the paths the pins name in it. One row per
+fact, with file and line. ``rows`` is pure over the trees' readers; ``run_preflight``
+fetches them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from rocmgraph.common.errors import Answer, FetchError, GraphToolError, PatchError, Unchecked
+from rocmgraph.config.kinds import SEPARATORS
+from rocmgraph.config.pins import GitSource, Pins, format_path, repository
+from rocmgraph.graph.invocation import Run
+from rocmgraph.outside.world import Outside
+from rocmgraph.trees import patches, treefacts
+from rocmgraph.trees.treefacts import Read, Split, VersionFrom
+
+NOT_READ = "tree not read"
+# The arch variable every source build is given, as a CMake list (source-wheel template).
+TEMPLATE_ARCH = "PYTORCH_ROCM_ARCH"
+
+
+class Fact(StrEnum):
+    DIST = "dist"
+    VERSION = "version"
+    FETCH = "fetch"
+    ARCH = "arch"
+    PATH = "path"
+
+
+class Verdict(StrEnum):
+    OK = "ok"
+    MISMATCH = "mismatch"
+    UNREAD = "unread"
+
+
+@dataclass(frozen=True)
+class Row:
+    source: str
+    fact: Fact
+    upstream: str  # what the tree says
+    pins: str  # what the pins say, or the fix
+    verdict: Verdict
+    where: str = ""  # file:line in the tree
+
+
+class PreflightError(GraphToolError):
+    """A tree's build does what the pins do not account for."""
+
+
+# ---------------------------------------------------------------- the rows, pure
+
+
+def rows(pins: Pins, reads: Mapping[str, Read]) -> list[Row]:
+    """Every fact of every source in ``reads`` (name -> its patched, overlaid tree)."""
+    found: list[Row] = []
+    for name, read in reads.items():
+        source = pins.sources[name]
+        mine: list[Row] = []
+        for folder in source.subdirs:
+            mine += _dist_rows(name, source, read, folder)
+            mine += fetch_rows(name, source, pins, build_fetches(read, folder))
+            mine += _arch_rows(name, source, read, folder)
+        mine += _path_rows(name, source, read, reads)
+        found += [_origin(row, source.overlay) for row in mine]
+    return found
+
+
+def _origin(row: Row, overlay: Mapping[str, str]) -> Row:
+    """``row`` at the file the line is in: an overlay's origin, not the file it replaces."""
+    file, _, line = row.where.rpartition(":")
+    return dataclasses.replace(row, where=f"{overlay[file]}:{line}") if file in overlay else row
+
+
+def _dist_rows(name: str, source: GitSource, read: Read, folder: str) -> list[Row]:
+    dist = treefacts.dist(read, folder)
+    if dist is None:
+        return [Row(name, Fact.DIST, f"{folder}: no [project] or setup() names it", "",
+                    Verdict.UNREAD)]  # fmt: skip
+    expected = source.dist or name
+    key = format_path(("sources", name, "dist"))
+    named = Row(name, Fact.DIST, dist.name, expected, Verdict.OK, str(dist.where))
+    if canonicalize_name(dist.name) != canonicalize_name(expected):
+        fix = f'{expected}; the checks look for it: set {key} = "{dist.name}"'
+        named = Row(name, Fact.DIST, dist.name, fix, Verdict.MISMATCH, str(dist.where))
+    return [named, _version_row(name, source, dist, read, folder)]
+
+
+def _version_row(
+    name: str, source: GitSource, dist: treefacts.Dist, read: Read, folder: str
+) -> Row:
+    key = format_path(("sources", name, "version"))
+    if dist.version_from is VersionFrom.UNKNOWN:
+        dist = treefacts.package_version(read, folder, dist) or dist
+    where = str(dist.where)
+    if dist.version_from is VersionFrom.GIT:
+        said = f"from git (setuptools_scm), {dist.version or 'no'} fallback"
+        given = [v for v in source.version_env if v in dist.version_env]
+        if source.version and given:
+            return Row(name, Fact.VERSION, said, f"{source.version} in {', '.join(given)}",
+                       Verdict.OK, where)  # fmt: skip
+        fix = (
+            f"the tree has no .git: pin {key} and name one of "
+            f"{', '.join(dist.version_env)} in {format_path(('sources', name, 'version_env'))}"
+        )
+        return Row(name, Fact.VERSION, said, fix, Verdict.MISMATCH, where)
+    if dist.version_from is VersionFrom.UNKNOWN:
+        return Row(name, Fact.VERSION, "computed by code preflight does not follow",
+                   source.version or "not pinned", Verdict.UNREAD, where)  # fmt: skip
+    if not source.version:
+        return Row(name, Fact.VERSION, dist.version, "not pinned: any", Verdict.OK, where)
+    if same_version(dist.version, source.version):
+        return Row(name, Fact.VERSION, dist.version, source.version, Verdict.OK, where)
+    fix = f'{source.version}; set {key} = "{dist.version}"'
+    return Row(name, Fact.VERSION, dist.version, fix, Verdict.MISMATCH, where)
+
+
+def same_version(found: str, pinned: str) -> bool:
+    try:
+        return Version(found) == Version(pinned)
+    except InvalidVersion:
+        return found == pinned
+
+
+def build_fetches(read: Read, folder: str) -> list[treefacts.Fetch]:
+    """What building ``folder`` fetches by itself: its CMake's and its setup.py's."""
+    fetches = treefacts.cmake_fetches(read, folder)
+    fetches += treefacts.rust_fetches(read, folder)
+    return fetches + treefacts.python_fetches(read, treefacts.join(folder, "setup.py"))
+
+
+def fetch_rows(
+    name: str, source: GitSource, pins: Pins, fetches: list[treefacts.Fetch]
+) -> list[Row]:
+    """A row per fetch, and per mark of a fetch the build no longer makes."""
+    found = [_fetch_row(name, source, pins, fetch) for fetch in fetches]
+    seen = {fetch.what for fetch in fetches}
+    for what in sorted(set(source.skipped_fetches) - seen):
+        key = format_path(("sources", name, "skipped_fetches", what))
+        found.append(Row(name, Fact.FETCH, "no such fetch", f"{key}: remove it",
+                         Verdict.MISMATCH))  # fmt: skip
+    return found
+
+
+def _fetch_row(name: str, source: GitSource, pins: Pins, fetch: treefacts.Fetch) -> Row:
+    said, where = f"{fetch.what} {fetch.ref}".strip(), str(fetch.where)
+    if fetch.unless and fetch.unless in source.inputs:
+        wrong = _not_the_tree(source.inputs[fetch.unless], pins, fetch)
+        if wrong:
+            return Row(name, Fact.FETCH, said, wrong, Verdict.MISMATCH, where)
+        return Row(name, Fact.FETCH, said, f"given: {fetch.unless}", Verdict.OK, where)
+    if fetch.what in source.skipped_fetches:
+        reason = source.skipped_fetches[fetch.what]
+        return Row(name, Fact.FETCH, said, f"not taken: {reason}", Verdict.OK, where)
+    return Row(name, Fact.FETCH, said, unpinned_fix(name, fetch), Verdict.MISMATCH, where)
+
+
+def _not_the_tree(path: str, pins: Pins, fetch: treefacts.Fetch) -> str:
+    """Why the tree given in place of ``fetch`` is not the one it names, or ""."""
+    owner = path.split("/", 1)[0]
+    given = pins.sources[owner]
+    if "://" in fetch.what and repository(given.repo) != repository(fetch.what):
+        return f"given {format_path(('sources', owner, 'repo'))} is {given.repo}"
+    if fetch.ref and given.tag and fetch.ref != given.tag:
+        return f'given {format_path(("sources", owner, "tag"))} is {given.tag}: pin "{fetch.ref}"'
+    return ""
+
+
+def unpinned_fix(name: str, fetch: treefacts.Fetch) -> str:
+    """What to do about a fetch no pin accounts for."""
+    skipped = format_path(("sources", name, "skipped_fetches"))
+    if fetch.unless:
+        given = format_path(("sources", name, "inputs", fetch.unless))
+        return f"no pin gives it: pin its tree as a source and set {given}, or mark it in {skipped}"
+    return f"no pin gives it: mark it in {skipped} with why the build does not take it"
+
+
+def _arch_rows(name: str, source: GitSource, read: Read, folder: str) -> list[Row]:
+    reads = treefacts.arch_reads(read, treefacts.join(folder, "setup.py"))
+    reads += treefacts.cmake_arch_reads(read, folder)
+    given = dict.fromkeys(source.arch_env, source.arch_separator)
+    given.setdefault(TEMPLATE_ARCH, "semicolon")
+    found = [_arch_row(name, arch, given) for arch in reads]
+    for variable in sorted(set(source.arch_env) - {arch.variable for arch in reads}):
+        key = format_path(("sources", name, "arch_env"))
+        found.append(Row(name, Fact.ARCH, f"{folder}: does not read {variable}",
+                         f"{key} gives it: remove it", Verdict.MISMATCH))  # fmt: skip
+    return found
+
+
+def _arch_row(name: str, arch: treefacts.ArchRead, given: Mapping[str, str]) -> Row:
+    said = f"{arch.variable}, split on {arch.split}"
+    where = str(arch.where)
+    separator = given.get(arch.variable)
+    if separator is None:
+        key = format_path(("sources", name, "arch_env"))
+        return Row(name, Fact.ARCH, said, f"not given: add it to {key}", Verdict.MISMATCH, where)
+    if arch.split is Split.UNKNOWN:
+        return Row(name, Fact.ARCH, said, f"given, joined by {SEPARATORS[separator]!r}",
+                   Verdict.UNREAD, where)  # fmt: skip
+    if arch.split in (Split.EITHER, Split(separator)):
+        return Row(name, Fact.ARCH, said, f"given, joined by {SEPARATORS[separator]!r}",
+                   Verdict.OK, where)  # fmt: skip
+    key = format_path(("sources", name, "arch_separator"))
+    fix = f'joined by {SEPARATORS[separator]!r}: set {key} = "{arch.split}"'
+    return Row(name, Fact.ARCH, said, fix, Verdict.MISMATCH, where)
+
+
+def _path_rows(name: str, source: GitSource, read: Read, reads: Mapping[str, Read]) -> list[Row]:
+    named = [("subdirs", path, read) for path in source.subdirs]
+    named += [("requirements", path, read) for path in source.requirements]
+    named += [("overlay", origin, read) for origin in source.overlay.values()]
+    for variable, path in source.inputs.items():
+        owner, _, inside = path.partition("/")
+        if owner in reads:
+            named.append((f"inputs.{variable}", inside or ".", reads[owner]))
+    found = []
+    for knob, path, reader in named:
+        key = format_path(("sources", name, knob))
+        there = reader(path) is not None or _is_folder(reader, path)
+        verdict = Verdict.OK if there else Verdict.MISMATCH
+        said = path if there else f"{path}: not in the tree"
+        found.append(Row(name, Fact.PATH, said, key, verdict))
+        if knob == "requirements" and there:
+            found += _included(name, path, reader)
+    return found
+
+
+def _included(name: str, path: str, read: Read) -> Iterator[Row]:
+    """The files a requirements file includes (-r), which pip reads from the tree too."""
+    for number, line in enumerate((read(path) or "").splitlines(), 1):
+        words = line.split()
+        if words[:1] in (["-r"], ["--requirement"]) and len(words) > 1:
+            included = treefacts.join(treefacts.parent(path), words[1])
+            there = read(included) is not None
+            yield Row(name, Fact.PATH, included if there else f"{included}: not in the tree",
+                      f"-r in {path}", Verdict.OK if there else Verdict.MISMATCH,
+                      f"{path}:{number}")  # fmt: skip
+
+
+def _is_folder(read: Read, path: str) -> bool:
+    return read(f"{path}/.") is not None
+
+
+# ---------------------------------------------------------------- the trees, fetched
+
+
+def tree_reader(tree: Path, patched: Path, overlay: Mapping[str, str]) -> Read:
+    """A tree as its stage builds it: patched files from ``patched``, the overlay's targets
+    read from their origins; a folder reads as "" through ``<folder>/.``."""
+
+    def read(path: str) -> str | None:
+        path = overlay.get(path, path)
+        for root in (patched, tree):
+            file = root / path
+            if path.endswith("/.") and file.parent.is_dir():
+                return ""
+            if file.is_file():
+                return file.read_text(encoding="utf-8", errors="replace")
+        return None
+
+    return read
+
+
+Fetcher = Callable[[str, GitSource], Path]
+
+
+def trees(
+    pins: Pins, fetch: Fetcher, scratch: Path, names: list[str]
+) -> tuple[dict[str, Read], list[Row]]:
+    """The readers of ``names``' trees, patched in ``scratch``; a row for each that could
+    not be read."""
+    reads: dict[str, Read] = {}
+    failed: list[Row] = []
+    for name in names:
+        source = pins.sources[name]
+        try:
+            tree = fetch(name, source)
+            patched = scratch / name
+            _patched(tree, patched, source, name)
+        except (FetchError, PatchError) as exc:
+            failed.append(Row(name, Fact.PATH, NOT_READ, str(exc), Verdict.UNREAD))
+            continue
+        reads[name] = tree_reader(tree, patched, source.overlay)
+    return reads, failed
+
+
+def _patched(tree: Path, dest: Path, source: GitSource, name: str) -> None:
+    """The files ``source``'s patches touch, copied from ``tree`` and patched, in ``dest``."""
+    dest.mkdir(parents=True)
+    for patch in source.patches:
+        for file in patches.read_patch(patch).files:
+            if (tree / file).is_file() and not (dest / file).exists():
+                (dest / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(tree / file, dest / file)
+    patches.apply(dest, source.patches, name)
+
+
+def built_here(run: Run) -> list[str]:
+    """The pinned sources a stage of ``run`` builds (not those its base image provides)."""
+    return sorted(
+        {
+            name
+            for stage in run.graph
+            if stage.name not in run.pins.base.provides
+            for name in stage.sources
+            if name in run.pins.sources
+        }
+    )
+
+
+def check(pins: Pins, fetch: Fetcher, names: list[str]) -> list[Row]:
+    """The rows of ``names``, their trees fetched with ``fetch`` and patched in a scratch."""
+    with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
+        reads, failed = trees(pins, fetch, Path(scratch), names)
+        return [*failed, *rows(pins, reads)]
+
+
+def run_preflight(run: Run, outside: Outside, fmt: str) -> Answer:
+    """`doit preflight`: every source built here, fetched as a build fetches it."""
+    cache = outside.sources(run.pins)
+    return answer(check(run.pins, cache.tree, built_here(run)), fmt)
+
+
+# ---------------------------------------------------------------- the report
+
+
+def verdict(found: list[Row]) -> GraphToolError | None:
+    """1 for a mismatch, 2 for a tree or fact that could not be read, else none."""
+    mismatches = sum(row.verdict is Verdict.MISMATCH for row in found)
+    unread = sum(row.verdict is Verdict.UNREAD for row in found)
+    if mismatches:
+        return PreflightError(f"preflight: {mismatches} facts of the trees differ from the pins")
+    if unread:
+        return Unchecked(f"preflight: {unread} facts could not be read; see the rows marked unread")
+    return None
+
+
+def as_text(found: list[Row]) -> list[str]:
+    widths = [max((len(getattr(row, column)) for row in found), default=0) for column in
+              ("source", "fact", "upstream")]  # fmt: skip
+    lines = []
+    for row in found:
+        cells = [row.source, row.fact, row.upstream]
+        padded = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+        where = f"  ({row.where})" if row.where else ""
+        lines.append(f"{padded}  {row.verdict:<8}  {row.pins}{where}")
+    counts = {v: sum(row.verdict is v for row in found) for v in Verdict}
+    lines.append(", ".join(f"{count} {v}" for v, count in counts.items()))
+    return lines
+
+
+def as_json(found: list[Row]) -> str:
+    return json.dumps({"facts": [asdict(row) for row in found]}, indent=2)
+
+
+def answer(found: list[Row], fmt: str) -> Answer:
+    lines = [as_json(found)] if fmt == "json" else as_text(found)
+    return Answer(lines, verdict(found))

@@ -1,15 +1,17 @@
 """The layers of the code, held by its imports.
 
+- ``rocmgraph/`` is folders only, and each folder is a floor: FOLDERS says which
+  floors each one may import, and a folder it does not name is refused.
+- Nothing reaches beyond this process below ``outside/``: the pure floors import no
+  process runner, socket or HTTP client, and write only through the modules WRITERS
+  names.
 - ``wheels`` knows wheels and nothing of this project; ``stages`` declares stages
   with ``rocmgraph.graph.dag`` alone; nothing in ``rocmgraph`` imports ``stages``
-  (dodo.py puts the two together). One direction per pair of packages.
-- The pure core (pins, kinds, graph, keys, plan, explain, recipe, and the
-  parsers) imports no module of the outside world, no command, and neither
-  a process runner nor an HTTP client.
-- ``rocmgraph/outside/`` (processes, git, HTTP, docker, registry, caches) builds
-  on the core only, never on a command.
+  (dodo.py puts the two together).
 - ``rocmgraph/inimage/`` runs inside the image, on its own Python: the standard
   library only.
+- No module imports itself back through another. An import inside a function says
+  why in a comment (most are about startup time).
 
 Every import counts, the ones inside functions too.
 """
@@ -25,18 +27,42 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-CORE = {
-    f"rocmgraph.{name}"
-    for name in [
-        "archs", "closure", "compilecache", "dockerfile_audit", "dockerfile_syntax", "engine",
-        "errors", "expand", "estimate", "explain", "failpoints", "filetree", "fsutil", "graph",
-        "imageconfig", "keycache", "keys", "kinds", "layout", "ledger", "pins", "pinsedit",
-        "pipargs", "plan", "pool", "provenance", "recipe", "records", "run", "shell", "solve",
-        "spelling",
-    ]
+# Which floors each folder of rocmgraph/ may import (besides itself, and the package's
+# __init__ for its version). Read down the table: a floor imports only floors above it.
+FOLDERS: dict[str, set[str]] = {
+    "inimage": set(),  # runs in the image: the standard library only
+    "common": set(),
+    "config": {"common", "inimage"},
+    "dockerfile": {"common"},
+    "graph": {"common", "config"},
+    "outside": {"common", "config", "inimage"},
+    "trees": {"common", "config", "graph", "outside"},
+    "build": {"common", "config", "graph", "outside", "trees"},
+    "commands": {"common", "config", "dockerfile", "graph", "outside", "trees", "build"},
+    "demo": {"common", "config", "graph", "outside", "trees", "build", "commands"},
+    "cli": {"common", "config", "dockerfile", "graph", "outside", "trees", "build", "commands",
+            "demo"},
 }  # fmt: skip
-# What no core module may use, even from the standard library: it reaches beyond.
-REACHING = {"subprocess", "requests", "socket", "urllib.request", "http.client", "docker"}
+# The floors that reach nothing beyond this process.
+PURE = {"common", "config", "dockerfile", "graph"}
+# What a pure floor may not use, even from the standard library: it reaches beyond.
+REACHING = {"subprocess", "requests", "socket", "urllib.request", "http.client", "docker",
+            "ftplib", "smtplib", "multiprocessing"}  # fmt: skip
+REACHING_CALLS = {"os.system", "os.popen", "os.execv", "os.execvp", "os.spawnv", "os.fork",
+                  "importlib.import_module", "__import__"}  # fmt: skip
+# Calls that write: methods by their name, and functions by their dotted name.
+WRITING_METHODS = {"write_text", "write_bytes", "mkdir", "unlink", "touch", "rename", "rmdir",
+                   "atomic_write_text", "atomic_write_bytes"}  # fmt: skip
+WRITING_CALLS = {"open:w", "os.replace", "os.remove", "os.rename", "os.unlink", "os.makedirs",
+                 "shutil.rmtree", "shutil.move", "shutil.copyfile", "shutil.copytree"}  # fmt: skip
+# The modules of the pure floors that write, and what they write.
+WRITERS = {
+    "rocmgraph.common.fsutil": "whole files and folders, for every writer",
+    "rocmgraph.config.pinsedit": "the pins file, when lock or bump edits it",
+    "rocmgraph.graph.closure": "the closure lock file beside the pins",
+    "rocmgraph.graph.keycache": "the key cache under .build/",
+    "rocmgraph.graph.recipe": "the compiled templates' cache under .build/",
+}
 PROJECT = ("rocmgraph", "wheels", "stages")
 
 
@@ -56,13 +82,14 @@ def modules() -> dict[str, Path]:
 MODULES = modules()
 
 
-def imports(name: str) -> set[str]:
+def imports(name: str, source: str | None = None) -> set[str]:
     """Every module ``name`` imports: ``from a import b`` is ``a.b`` when that is a module
     of this project, else ``a``."""
-    path = MODULES[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    path = MODULES.get(name)
+    is_package = path is not None and path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source if source is not None else _read(name))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -73,21 +100,202 @@ def imports(name: str) -> set[str]:
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 found.add(full if full in MODULES else base)
+                if base.split(".")[0] not in PROJECT:
+                    found.add(full)  # from urllib import request: urllib.request
     return found
+
+
+def _read(name: str) -> str:
+    return MODULES[name].read_text(encoding="utf-8")
 
 
 def project(found: set[str]) -> set[str]:
     return {name for name in found if name.split(".")[0] in PROJECT}
 
 
+def folder(name: str) -> str | None:
+    """The floor of module ``name``: rocmgraph.<folder>.<module>; None for the package."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "rocmgraph" and len(parts) > 1 else None
+
+
+def calls(source: str) -> set[str]:
+    """Every dotted name called in ``source``: ``os.system(...)`` is os.system; an
+    ``open`` for writing is open:w."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            found.add(ast.unparse(node.func))
+            mode = node.args[1] if len(node.args) > 1 else None
+            mode = next((k.value for k in node.keywords if k.arg == "mode"), mode)
+            writing = isinstance(mode, ast.Constant) and set(str(mode.value)) & set("wax+")
+            if ast.unparse(node.func) == "open" and writing:
+                found.add("open:w")
+    return found
+
+
+def violations(name: str, source: str) -> list[str]:
+    """What module ``name`` (with this ``source``) does against the rules of its floor."""
+    where = folder(name)
+    if name.startswith("rocmgraph.") and name.count(".") == 1 and where not in FOLDERS:
+        return [f"{name}: rocmgraph/ holds folders only; put it in one of {sorted(FOLDERS)}"]
+    if where not in FOLDERS:
+        return [f"{name}: the folder {where} is not in FOLDERS"] if where else []
+    found, said = imports(name, source), []
+    for used in sorted(project(found)):
+        other = folder(used)
+        if used.startswith(("wheels", "stages")) or other in {where, None}:
+            if used.startswith("stages"):
+                said.append(
+                    f"{name} imports {used}: only dodo.py puts stages and rocmgraph together"
+                )
+            continue
+        if other not in FOLDERS[where]:
+            said.append(f"{name} imports {used}: {where}/ may not import {other}/")
+    if where in PURE:
+        reaching = {n for n in found if n in REACHING or n.split(".")[0] in REACHING}
+        reaching |= calls(source) & REACHING_CALLS
+        said += [f"{name} reaches beyond its process: {n}" for n in sorted(reaching)]
+        if name not in WRITERS:
+            done = calls(source)
+            writes = {c for c in done if c.rpartition(".")[2] in WRITING_METHODS}
+            writes |= done & WRITING_CALLS
+            said += [f"{name} writes ({w}) but is not in WRITERS" for w in sorted(writes)]
+    return said + unsaid_imports(name, source)
+
+
+def unsaid_imports(name: str, source: str) -> list[str]:
+    """Imports inside a function with no comment on the line or right above the block."""
+    lines, said = source.splitlines(), []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in function.body:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            own = lines[node.lineno - 1 : node.end_lineno]
+            above = node.lineno - 2
+            while above >= 0 and re.match(r"\s*(import|from)\s", lines[above]):
+                above -= 1
+            if not any("#" in line for line in own) and not lines[above].strip().startswith("#"):
+                said.append(f"{name}:{node.lineno} imports inside a function without saying why")
+    return said
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every set of modules that import each other round: Tarjan's strongly connected
+    components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for other in sorted(edges[name]):
+            if other not in index:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in stack:
+                low[name] = min(low[name], index[other])
+        if low[name] == index[name]:
+            component: list[str] = []
+            while not component or component[-1] != name:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for name in sorted(edges):
+        if name not in index:
+            visit(name)
+    return found
+
+
 def test_the_walk_sees_every_kind_of_import() -> None:
     """The rule tests below are only as good as this walk: it must see imports in
     functions, from-imports of modules and of names, and aliases."""
     tasks = imports("rocmgraph.cli.tasks")
-    assert {"rocmgraph.commands.audit", "rocmgraph.demo.profile", "rocmgraph.outside"} <= tasks
+    assert {"rocmgraph.commands.audit", "rocmgraph.demo.profile"} <= tasks
+    assert "rocmgraph.outside.world" in tasks
     assert "requests" in imports("rocmgraph.outside.http")  # imported inside a function
     assert "rocmgraph.inimage.prune" in imports("rocmgraph.config.archs")
-    assert not CORE - set(MODULES), sorted(CORE - set(MODULES))
+    assert set(WRITERS) <= set(MODULES), sorted(set(WRITERS) - set(MODULES))
+
+
+def test_rocmgraph_is_folders_and_every_folder_is_a_floor() -> None:
+    top = sorted(p.name for p in (ROOT / "rocmgraph").iterdir() if p.suffix == ".py")
+    assert top == ["__init__.py"]
+    folders = {p.name for p in (ROOT / "rocmgraph").iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(FOLDERS)
+    for floor, below in FOLDERS.items():
+        assert floor not in below, floor
+        assert below <= set(FOLDERS), floor
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("rocmgraph.")))
+def test_each_module_keeps_to_its_floor(name: str) -> None:
+    assert violations(name, _read(name)) == []
+
+
+# What a module of graph/ must not do, and what the check says of it.
+PLANTED = [
+    ("from rocmgraph.outside import proc",
+     "imports rocmgraph.outside.proc: graph/ may not import outside/"),
+    ("from rocmgraph.build import execute",
+     "imports rocmgraph.build.execute: graph/ may not import build/"),
+    ("from ..build import execute",
+     "imports rocmgraph.build.execute: graph/ may not import build/"),
+    ("import stages", "imports stages: only dodo.py puts stages and rocmgraph together"),
+    ("import subprocess", "reaches beyond its process: subprocess"),
+    ("from urllib import request", "reaches beyond its process: urllib.request"),
+    ("from http import client", "reaches beyond its process: http.client"),
+    ("import os\nos.system('true')", "reaches beyond its process: os.system"),
+    ("import importlib\nimportlib.import_module('x')",
+     "reaches beyond its process: importlib.import_module"),
+    ("__import__('socket')", "reaches beyond its process: __import__"),
+    ("from pathlib import Path\nPath('x').write_text('')",
+     "writes (Path('x').write_text) but is not in WRITERS"),
+    ("open('x', 'a')", "writes (open:w) but is not in WRITERS"),
+    ("import shutil\nshutil.rmtree('x')", "writes (shutil.rmtree) but is not in WRITERS"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "said"), PLANTED, ids=[said for _, said in PLANTED])
+def test_a_planted_violation_is_named(source: str, said: str) -> None:
+    assert violations("rocmgraph.graph.keys", source) == [f"rocmgraph.graph.keys {said}"]
+
+
+def test_a_module_outside_the_floors_is_named() -> None:
+    assert violations("rocmgraph.stray", "") == [
+        f"rocmgraph.stray: rocmgraph/ holds folders only; put it in one of {sorted(FOLDERS)}"
+    ]
+    assert violations("rocmgraph.attic.old", "") == [
+        "rocmgraph.attic.old: the folder attic is not in FOLDERS"
+    ]
+
+
+def test_an_import_inside_a_function_says_why() -> None:
+    bare = "def f():\n    from rocmgraph.graph import dag\n"
+    assert violations("rocmgraph.graph.keys", bare) == [
+        "rocmgraph.graph.keys:2 imports inside a function without saying why"
+    ]
+
+
+def test_a_function_level_import_with_a_reason_passes() -> None:
+    said = "def f():\n    # startup: only when asked\n    from rocmgraph.graph import dag\n"
+    inline = "def f():\n    from rocmgraph.graph import dag  # startup: only when asked\n"
+    assert violations("rocmgraph.graph.keys", said) == []
+    assert violations("rocmgraph.graph.keys", inline) == []
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert cycles({name: project(imports(name)) & set(MODULES) for name in MODULES}) == []
+
+
+def test_a_planted_cycle_is_found() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(edges) == [["a", "b", "c"]]
 
 
 def test_wheels_knows_nothing_of_this_project() -> None:
@@ -102,23 +310,6 @@ def test_stages_declare_with_the_graph_alone_and_nothing_imports_stages() -> Non
             assert used <= {"rocmgraph.graph.dag"} | {n for n in MODULES if n.startswith("stages")}
         else:
             assert not {n for n in used if n.startswith("stages")}, name
-
-
-def test_the_core_reaches_nothing_beyond_this_process() -> None:
-    allowed = (
-        CORE | {"rocmgraph"} | {n for n in MODULES if n.startswith(("wheels", "rocmgraph.inimage"))}
-    )
-    for name in sorted(CORE):
-        found = imports(name)
-        assert project(found) <= allowed, (name, sorted(project(found) - allowed))
-        assert not {n for n in found if n in REACHING or n.split(".")[0] in REACHING}, name
-
-
-def test_the_outside_world_builds_on_the_core_only() -> None:
-    for name in (n for n in MODULES if n.startswith("rocmgraph.outside")):
-        allowed = CORE | {n for n in MODULES if n.startswith(("rocmgraph.outside", "wheels",
-                                                               "rocmgraph.inimage"))}  # fmt: skip
-        assert project(imports(name)) <= allowed, (name, sorted(project(imports(name)) - allowed))
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("rocmgraph.inimage")))
@@ -161,7 +352,7 @@ def test_the_cores_public_signatures_say_what_they_take() -> None:
     """No ``Any`` where the core meets its callers (mypy strict checks the rest)."""
     loose = [
         f"{where}: {annotation}"
-        for name in sorted(CORE)
+        for name in sorted(n for n in MODULES if folder(n) in PURE)
         for where, annotation in public_annotations(name)
         if re.search(r"\bAny\b", annotation)
     ]

@@ -171,6 +171,7 @@ def _pushed(run: Run, name: str) -> None:
 @functools.cache
 def _pusher() -> ThreadPoolExecutor:
     """The push thread, made at the first push: a run without a cache never imports it."""
+    # startup: threads only for a build that has solves to run
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="push")
@@ -385,6 +386,7 @@ class _Builds:
         """The parents ``wave`` needs from outside it, made local; its context, which stage
         each BuildKit stage of its Dockerfile is of, and the stages it could not prepare
         with why (a parent that cannot be pulled, a fetch, a patch): the others build."""
+        # startup: fetching and patching only for a stage that builds
         from rocmgraph.build import context
 
         run, engine = self.run, self.engine
@@ -485,6 +487,7 @@ def solve_recipe(
 ) -> tuple[str, dict[str, str]]:
     """The Dockerfile of one solve of ``wave`` (a parent built before enters as its image,
     ``images``), and which stage each of its BuildKit stages is of."""
+    # startup: rendering a solve is for a build that has stages to build
     from rocmgraph.build import dockerfiles
 
     configs = {}
@@ -541,6 +544,7 @@ class _StageLogs:
     console, through the ledger); the last lines of each, for an error."""
 
     def __init__(self, folder: Path, run: Run, wave: Sequence[str]) -> None:
+        # startup: only a failed build reads its log
         from rocmgraph.outside.docker import TAIL, log_file
 
         self._paths = {name: log_file(folder, name, run.keys[name].key) for name in wave}
@@ -672,6 +676,7 @@ def rebuild(
     are): what `doit verify stage=` compares with the image of its key. ``report``: pip
     prints a report of each install (what `doit lock closures=1` reads); the build's output
     lines are returned."""
+    # startup: fetching and patching only for a stage that builds
     from rocmgraph.build import context
 
     images = {}

@@ -140,6 +140,7 @@ class Live:
     changes or begins a step (a step shorter than a tick still shows); printed lines above."""
 
     def __init__(self, ledger: Ledger, out: TextIO, expected: Mapping[str, float]) -> None:
+        # startup: rich only for a terminal that watches a build
         from rich.console import Console as Terminal
         from rich.live import Live as RichLive
 
@@ -152,6 +153,7 @@ class Live:
         self.live.start()
 
     def say(self, text: str) -> None:
+        # startup: rich only for a terminal that watches a build
         from rich.text import Text
 
         self.terminal.print(Text(text))
@@ -164,6 +166,7 @@ class Live:
             self.live.refresh()
 
     def _render(self) -> Any:
+        # startup: rich only for a terminal that watches a build
         from rich.text import Text
 
         now = time.monotonic()

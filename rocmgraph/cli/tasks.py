@@ -417,10 +417,11 @@ class Tasks:
         def show() -> None:
             _check_format(fmt)
             run = self.run(options)
-            # The demo's stages are miniatures: the real image's hours would mislead there.
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import plan
             from rocmgraph.graph import estimate
 
+            # The demo's stages are miniatures: the real image's hours would mislead there.
             references = {} if options.profile else estimate.load_references()
             outside = self.outside(options)
 
@@ -439,6 +440,7 @@ class Tasks:
 
     def lock_task(self, options: Options, closures: bool) -> Task:
         def run_lock() -> None:
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import lock
 
             run, outside = self.run(options), self.outside(options)
@@ -457,6 +459,7 @@ class Tasks:
     def patches_task(self, options: Options, fmt: str) -> Task:
         def show() -> None:
             _check_format(fmt)
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import patch_status
 
             rows = patch_status.table(self.run(options), self.outside(options))
@@ -470,6 +473,7 @@ class Tasks:
     def preflight_task(self, options: Options, fmt: str) -> Task:
         def show() -> None:
             _check_format(fmt)
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.trees import preflight
 
             _show(preflight.run_preflight(self.run(options), self.outside(options), fmt))
@@ -492,6 +496,7 @@ class Tasks:
             if to and len(targets) > 1:
                 raise VariableError("to=... moves one source; name it: doit bump:<source> to=...")
             outside = self.outside(options)
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import bump
 
             _show(bump.run_bump(run, outside, targets, to, force=force, dry=dry))
@@ -518,6 +523,7 @@ class Tasks:
         def show() -> None:
             _check_format(fmt)
             if image:
+                # startup: a command's modules load when it runs, not for every task
                 from rocmgraph.commands import imageaudit
 
                 traced = imageaudit.audit_image(self.run(options), self.outside(options), image)
@@ -525,6 +531,7 @@ class Tasks:
                 imageaudit.verdict(image, traced)
                 return
             if dockerfile:
+                # startup: a command's modules load when it runs, not for every task
                 from rocmgraph.dockerfile import audit as recipe
 
                 report = recipe.audit(_read_dockerfile(dockerfile), dockerfile)
@@ -532,6 +539,7 @@ class Tasks:
                 print(text or recipe.as_text(report))
                 recipe.verdict(report)
                 return
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import audit
 
             rows = audit.audit_pins(self.run(options), self.outside(options))
@@ -553,6 +561,7 @@ class Tasks:
                     "compare needs dockerfile=<path>: an upstream recipe to set beside the graph"
                 )
             text = _read_dockerfile(dockerfile)
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import compare
 
             comparison = compare.compare(text, dockerfile, self.run(options))
@@ -573,6 +582,7 @@ class Tasks:
                     "verify checks image=<ref> against the pins (e.g. image=verl-rocm:gfx942), "
                     "or stage=<name> by a rebuild without cache (e.g. stage=vllm): name one"
                 )
+            # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import verify
 
             run = self.run(options)

@@ -19,12 +19,13 @@ from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph.build import records, turns
+from rocmgraph.build import execute, records, turns
 from rocmgraph.common import failpoints
 from rocmgraph.common.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.config.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
 from rocmgraph.config.pinsedit import Change, write
 from rocmgraph.graph import closure
+from rocmgraph.graph import keys as keys_
 from rocmgraph.graph.invocation import Run, check_locked
 from rocmgraph.outside import apt, pypi, registry
 from rocmgraph.outside.http import Http
@@ -219,9 +220,6 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
 
 
 def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
-    from rocmgraph.build import execute
-    from rocmgraph.graph import keys as keys_
-
     engine = outside.docker
     lock = closure.load(path)
     found = dict(lock.closures)

@@ -38,6 +38,7 @@ from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.world import Outside
 
 if TYPE_CHECKING:
+    # startup: only when the demo serves
     from rocmgraph.demo.serve import Files, Registry
 
 # Pushes a profile's base image to its reference, given the demo's root: returns its digest.
@@ -122,6 +123,7 @@ class Demo:
         """Fixtures made, servers up, base image pushed, the generated pins locked; held
         from here to ``stop`` against another run's start (``arch`` and ``wait``: what it
         is told, and how long this one waits for it)."""
+        # startup: only when the demo serves
         from rocmgraph.build import turns
 
         # First of all: another run's builds read the fixtures and use the servers.
@@ -130,6 +132,8 @@ class Demo:
         engine = outside.docker
         # Fixtures and servers: only when builds run (a run that builds nothing makes none).
         from rocmgraph.demo import fixtures
+
+        # startup: only when the demo serves
         from rocmgraph.demo.serve import Files, Registry
 
         fixtures.build(self.root / "fixtures")

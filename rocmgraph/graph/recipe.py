@@ -26,7 +26,10 @@ from rocmgraph.graph.closure import LINKS, SUMS
 from rocmgraph.graph.dag import Stage
 
 if TYPE_CHECKING:
+    # startup: jinja2 only when a recipe renders, not when keys come from the cache
     import jinja2
+
+    # startup: jinja2 only when a recipe renders, not when keys come from the cache
     import jinja2.bccache
     import jinja2.runtime
 
@@ -53,6 +56,7 @@ def _compiled_templates(folder: Path) -> jinja2.BytecodeCache:
     """Compiled templates kept in a folder, by template name and source checksum (Jinja
     checks both), best effort: a folder that cannot be read or written only costs the
     compile (about 50 ms a process), so rendering, and every key, needs no writable disk."""
+    # startup: jinja2 only when a recipe renders, not when keys come from the cache
     import jinja2.bccache
 
     class CompiledTemplates(jinja2.BytecodeCache):
@@ -108,6 +112,7 @@ def keep_compiled(folder: Path | None) -> None:
 
 
 def _environment() -> jinja2.Environment:
+    # startup: jinja2 only when a recipe renders, not when keys come from the cache
     import jinja2
 
     # No bytecode cache unless the task layer names a folder (keep_compiled).

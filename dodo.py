@@ -8,6 +8,7 @@ doit dockerfile:vllm arch=gfx942
 doit build:image arch=gfx942
 """
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +27,7 @@ def _variables() -> tasks.Variables:
     # Every creator starts here: a wrong variable (unknown, or a value such as
     # arch=gfx943 or force=maybe) ends the run with exit 3 before any task is made.
     try:
-        return tasks.Variables.checked(tasks.command_line())
+        return tasks.Variables.checked(tasks.command_line(sys.argv[1:]))
     except UsageError as error:
         usage_exit(error)
 

@@ -22,14 +22,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from doit import doit_cmd
+import doit
 
 # The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
 # patch_status, plan) are imported by the action that runs them: doit imports this module on
@@ -270,13 +270,15 @@ VARIABLES: dict[str, Variable] = {
 }
 
 
-def command_line() -> dict[str, str]:
-    """This doit invocation's variables (``doit plan arch=gfx942``: ``{"arch": "gfx942"}``)."""
-    # doit offers only get_var(name), which cannot tell what was given that we do not
-    # know. It keeps them in this private global of doit==0.37.0 (pinned exactly), set
-    # before dodo.py is loaded; the one place that reads it. test_tasks fails if it moves.
-    given: dict[str, str] | None = doit_cmd._CMDLINE_VARS
-    return dict(given or {})  # None: not a doit run
+def command_line(argv: Sequence[str]) -> dict[str, str]:
+    """The variables of the doit command line ``argv`` (``doit plan arch=gfx942``:
+    ``{"arch": "gfx942"}``), as doit read them."""
+    # doit's public get_var(name) cannot list what was given that we do not know, so the
+    # names come from argv by doit's own rule (a word not starting with - that holds =),
+    # and each value from doit: a word doit did not take as a variable is not one.
+    names = [word.split("=", 1)[0] for word in argv if not word.startswith("-") and "=" in word]
+    values = {name: doit.get_var(name) for name in names}
+    return {name: value for name, value in values.items() if value is not None}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ on top of the one before. Four ways to build the same pins:
   Its squashed stage ends with the configuration of the image it squashes, which a
   Dockerfile's author writes by hand: read from that image, built once before the log;
 - linear: one FROM, every step after the one before, in verl's order
-  (rocmgraph/linear.py): the shape verl ships, with BuildKit's layer cache.
+  (benchmarks/linear.py): the shape verl ships, with BuildKit's layer cache.
 
 Each way starts from an empty BuildKit cache and no images of its own (the squashed
 way's one build before the log is not timed, and forgotten before it starts). For each change
@@ -322,7 +322,7 @@ def modelled_minutes(log: list[Step], kernel_moves: bool = False) -> dict[str, l
     stages whose key changes (the monolith's BuildKit cache, the same stages); the linear
     recipe every stage from the first that changes, in verl's order. A stage's minutes are
     its reference figure; the base provides some (they verify: 0) and some have no figure (0,
-    named in the README). ``kernel_moves``: the SGLang bump changes sgl-kernel/ too (its
+    named in benchmarks/RESULTS.md). ``kernel_moves``: the SGLang bump changes sgl-kernel/ too (its
     tree id moves), where the demo's leaves it alone."""
     references = estimate.load_references()
     graph = stages.graph()

@@ -613,10 +613,10 @@ def test_a_bump_of_the_repository_pins_renders_the_docs(world: World, tmp_path: 
     head = git(world.repos["vllm"], "rev-parse", "HEAD")
     assert result.stdout.splitlines()[-3:] == [
         "wrote pins.toml",
-        "wrote README.md",
+        "wrote docs/versions.md",
         "wrote docker/Dockerfile.rocm",
     ]
-    assert f"vLLM @{head[:9]}" in (copy / "README.md").read_text()
+    assert f"vLLM @{head[:9]}" in (copy / "docs" / "versions.md").read_text()
     check = run_doit("render", "check=1", cwd=copy, env=world.env)
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.splitlines()[-1] == "docs are fresh"

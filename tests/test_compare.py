@@ -484,10 +484,9 @@ def test_a_wrong_entry_is_named_with_the_fix(tmp_path: Path, text: str, message:
     assert str(raised.value).startswith(f"{path}: {message}")
 
 
-def test_the_readme_lists_every_difference_made_on_purpose() -> None:
-    readme = docs.README.read_text()
+def test_the_docs_list_every_difference_made_on_purpose() -> None:
     table = docs.differences_table()
-    assert table in readme, "stale: run `doit render` and commit"
+    assert table in docs.FOLLOWING.read_text(), "stale: run `doit render` and commit"
     for difference in compare.read_differences():
         for fact, key in difference.facts:
             assert f"`{fact} {key}`" in table

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_doit
+from test_layers import FOLDERS
 
 import stages
 from rocmgraph.build import dockerfiles
@@ -17,9 +20,10 @@ def real_run() -> Run:
     return Run(Options(pins=str(ROOT / "pins.toml")), stages.graph())
 
 
-def test_the_readme_key_versions_are_fresh() -> None:
-    readme = docs.README.read_text()
-    assert docs.readme(readme, real_run().pins) == readme, "stale: run `doit render` and commit"
+def test_the_key_versions_are_fresh() -> None:
+    assert docs.VERSIONS.read_text() == docs.key_versions(real_run().pins), (
+        "stale: run `doit render` and commit"
+    )
 
 
 def test_the_single_file_dockerfile_is_fresh() -> None:
@@ -52,19 +56,48 @@ def test_doit_render_check_says_whether_the_docs_are_fresh() -> None:
     assert "docs are fresh" in result.stdout
 
 
-def test_the_readme_layout_names_every_module() -> None:
-    """The Layout section of the README matches the tree: every module of the packages is
-    named there, and every path it names exists."""
-    text = docs.README.read_text()
-    layout = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
-    named = set(re.findall(r"`([^`\s]+)`", layout))
-    for package in ("rocmgraph", "rocmgraph/outside", "rocmgraph/inimage", "wheels"):
-        for path in sorted((ROOT / package).glob("*.py")):
-            if path.stem != "__init__":
-                assert path.stem in named, f"README's Layout does not name {path}"
-    for name in named:
-        if "/" in name or name.endswith((".py", ".toml")):
-            assert (ROOT / name.rstrip("/")).exists(), f"README's Layout names {name}"
+def test_the_layout_names_every_floor_and_module() -> None:
+    """docs/layout.md matches the tree: a row per floor of tests/test_layers.py, in which
+    every module of the floor is named, and every path it names exists."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    rows = dict(re.findall(r"(?m)^\| `(\w+)/` \| [^|]+ \| ([^|]+) \|$", text))
+    assert set(rows) == set(FOLDERS)
+    for floor, cell in rows.items():
+        named = set(re.findall(r"`(\w+)`", cell))
+        modules = {p.stem for p in (ROOT / "rocmgraph" / floor).glob("*.py")} - {"__init__"}
+        assert named == modules, floor
+    wheels = {p.stem for p in (ROOT / "wheels").glob("*.py")} - {"__init__"}
+    assert wheels <= set(re.findall(r"`(\w+)`", text))
+    for name in re.findall(r"`([\w./-]*/[\w./-]*|[\w./-]+\.(?:py|toml))`", text):
+        places = (ROOT / name, ROOT / "rocmgraph" / name)  # a floor is named as common/
+        assert any(place.exists() for place in places), f"docs/layout.md names {name}"
+
+
+README = ROOT / "README.md"
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "RESULTS.md"]
+
+
+def test_the_readme_is_short_and_links_every_doc() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 100
+    linked = set(re.findall(r"\]\(([^)#]+)\)", text))
+    assert {str(path.relative_to(ROOT)) for path in DOCS} <= linked
+
+
+@pytest.mark.parametrize("path", [README, *DOCS], ids=lambda path: path.name)
+def test_every_link_leads_somewhere(path: Path) -> None:
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text()):
+        assert (path.parent / target).exists(), f"{path.relative_to(ROOT)} links {target}"
+
+
+def test_the_commands_doc_names_every_command() -> None:
+    """Every command doit lists is in the README's table and in docs/commands.md's: a task
+    of a group (build:vllm, bump:all) by its group, since a group's tasks are one per stage
+    or source."""
+    listed = {task.split(":")[0] for task in run_doit("list", "-q").stdout.split()}
+    for path in (README, ROOT / "docs" / "commands.md"):
+        named = set(re.findall(r"(?m)^\| `doit (\w+)", path.read_text()))
+        assert sorted(listed - named) == [], path.name
 
 
 def test_the_real_profile_guide_runs_only_tasks_and_variables_doit_has() -> None:

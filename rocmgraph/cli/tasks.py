@@ -618,8 +618,8 @@ class Tasks:
             print("\n".join(f"wrote {path}" for path in stale) or "docs are fresh")
 
         return {
-            "doc": "write what is generated: README key versions and differences, "
-            "docker/Dockerfile.rocm",
+            "doc": "write what is generated: docs/versions.md, the differences in "
+            "docs/following-verl.md, docker/Dockerfile.rocm",
             "actions": [guarded(write)],
             "uptodate": [False],
             "verbosity": 2,

@@ -12,8 +12,8 @@ command and working folder. The graph's side of the order is read from its own
 rendered recipes, as the recipe is read. Each fact
 is set beside what the graph does (the pins and the rendered recipes): the
 same, different, or not at all. A difference the project makes on purpose is
-listed, with its reason, in docker/differences.toml; the README's table is made
-from it. Any other difference fails the command: that is how a maintainer sees
+listed, with its reason, in docker/differences.toml; docs/following-verl.md's table
+is made from it. Any other difference fails the command: that is how a maintainer sees
 what the graph must follow when verl changes its recipe.
 """
 
@@ -154,7 +154,7 @@ class Difference:
 @dataclass(frozen=True)
 class Choice:
     """A way the graph works differently from every recipe, in a fact compare counts as the
-    same (a patch as a diff where the recipe runs sed): the README's table lists it."""
+    same (a patch as a diff where the recipe runs sed): docs/following-verl.md lists it."""
 
     what: str
     why: str

@@ -1,6 +1,7 @@
-"""Docs generated from the pins: the README's key versions and release line, its table of
-the differences from verl's recipes made on purpose (docker/differences.toml), and
-docker/Dockerfile.rocm, the graph as one file for people who only run `docker build`.
+"""Docs generated from the pins: the key versions and release line (docs/versions.md), the
+table of the differences from verl's recipes made on purpose (docker/differences.toml, in
+docs/following-verl.md), and docker/Dockerfile.rocm, the graph as one file for people who
+only run `docker build`.
 
 `doit render` writes them; a test fails when the committed ones are stale.
 """
@@ -16,12 +17,12 @@ from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import Pins
 from rocmgraph.graph.invocation import Run
 
-BEGIN = "<!-- key versions: written by `doit render` from pins.toml -->"
-END = "<!-- end of key versions -->"
+GENERATED = "<!-- written by `doit render` from pins.toml: edit the pins, not this file -->"
 DIFFERENCES_BEGIN = "<!-- differences: written by `doit render` from docker/differences.toml -->"
 DIFFERENCES_END = "<!-- end of differences -->"
 PINS = ROOT / "pins.toml"  # what the docs are made from
-README = ROOT / "README.md"
+VERSIONS = ROOT / "docs" / "versions.md"
+FOLLOWING = ROOT / "docs" / "following-verl.md"
 DOCKERFILE = ROOT / "docker" / "Dockerfile.rocm"
 
 TITLES = {  # how verl's README names its sources
@@ -82,17 +83,17 @@ def key_versions(pins: Pins) -> str:
             patched = _patches(len(pins.python.patches.get(name, ())))
             rows.append((name, version or "not pinned", f"PyPI{patched}"))
     lines = [
-        BEGIN,
+        "# Key versions",
+        "",
+        GENERATED,
         "",
         f"Release: {release_line(pins)}",
         "",
         "| component | version | pinned |",
         "| --- | --- | --- |",
         *(f"| {a} | {b} | {c} |" for a, b, c in rows),
-        "",
-        END,
     ]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def _cell(text: str) -> str:
@@ -101,7 +102,7 @@ def _cell(text: str) -> str:
 
 
 def differences_table() -> str:
-    """The README's table of the differences from upstream recipes made on purpose."""
+    """The table of the differences from upstream recipes made on purpose."""
     rows = [
         f"| {d.recipe} | {'<br>'.join(f'`{kind} {key}`' for kind, key in d.facts)} | "
         f"{_cell(d.why)} |"
@@ -121,16 +122,9 @@ def differences_table() -> str:
     )
 
 
-def readme(current: str, pins: Pins) -> str:
-    """``current`` with its generated blocks rewritten: key versions (added after the title
-    if absent) and differences (added at the end if absent)."""
-    block = key_versions(pins)
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        current = head + block + rest.split(END, 1)[1]
-    else:
-        title, _, body = current.partition("\n## ")
-        current = f"{title}\n## Key versions\n\n{block}\n\n## {body}"
+def following(current: str) -> str:
+    """docs/following-verl.md, ``current``, with its table of differences rewritten (added
+    at the end if absent)."""
     table = differences_table()
     if DIFFERENCES_BEGIN in current and DIFFERENCES_END in current:
         head, rest = current.split(DIFFERENCES_BEGIN, 1)
@@ -142,7 +136,8 @@ def write(run: Run, *, check: bool = False) -> list[Path]:
     """Write the generated docs (or, with ``check``, only compare); the files that differ."""
     stale = []
     for path, text in (
-        (README, readme(README.read_text(), run.pins)),
+        (VERSIONS, key_versions(run.pins)),
+        (FOLLOWING, following(FOLLOWING.read_text())),
         (DOCKERFILE, dockerfiles.dockerfile(run)),
     ):
         if not path.is_file() or path.read_text() != text:

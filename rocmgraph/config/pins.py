@@ -84,7 +84,7 @@ class ImageSpec:
     name: str = _kind(kinds.IMAGE_NAME)  # tags <name>/<stage>:<key> and <name>:<archs>
     version: str = _kind(kinds.TEXT)  # this project's label; the manifest says commit_tag=
     source: str = _kind(kinds.URL)
-    released: str = _kind(kinds.optional(kinds.DATE), default="")  # the README's release line
+    released: str = _kind(kinds.optional(kinds.DATE), default="")  # docs/versions.md's release
     cmd: tuple[str, ...] = _kind(kinds.TEXT, default=("/bin/bash",), ordered=True)
     workdir: str = _kind(kinds.optional(kinds.ABS_PATH), default="")  # "": [base].workdir
 

@@ -275,14 +275,14 @@ def render(
     stage: Stage, pins: Pins, archs: tuple[str, ...], *, squash: bool = True, sealed: bool = False
 ) -> str:
     """Stage ``stage``'s Dockerfile. ``squash=False`` renders it for one plain Dockerfile
-    (monolith.py), where no engine appends a squashed stage's configuration: its stages
+    (dockerfiles.py), where no engine appends a squashed stage's configuration: its stages
     then remove in place. ``sealed``: it builds with the network off, from its closure (the
     files its build fetched, by sha256, in the context's ``closure/<stage>/``); a stage's key
     is of the recipe as it renders unsealed, since the closure is the one its key fetched."""
     where = f"docker/{stage.recipe}"
     view = {**context(stage, pins, archs), "squash": squash, "sealed": sealed}
     if sealed:
-        # pip finds packages only in the closure's folder: no index, no network (build.py)
+        # pip finds packages only in the closure's folder: no index, no network (execute.py)
         view["pip"] = (
             f"--mount=type=secret,id={PIP_SECRET} "
             f"--mount=type=bind,source=closure/{stage.name},target={CLOSURE}"

@@ -65,10 +65,10 @@ from rocmgraph.config import pins as pins_module
 from rocmgraph.config import pinsedit
 from rocmgraph.config.pins import PinPath, Value
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import estimate, imageconfig
 from rocmgraph.graph.dag import dropped_env
 from rocmgraph.graph.invocation import Options, Run
-from rocmgraph.outside.world import Outside
 
 NAMESPACE = "verl-bench"
 DOCKER = "/usr/bin/docker"

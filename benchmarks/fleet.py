@@ -43,10 +43,10 @@ from rocmgraph.config.pins import load
 from rocmgraph.demo.machine import DOCKER, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
 from rocmgraph.demo.serve import Registry
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.graph.recipe import PIP_SECRET
 from rocmgraph.outside.dockerapi import disk_usage
-from rocmgraph.outside.world import Outside
 
 NAMESPACE = "verl-fleet"
 PORT = 28473

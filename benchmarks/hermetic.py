@@ -33,10 +33,10 @@ from rocmgraph.config import pinsedit
 from rocmgraph.config.pins import load
 from rocmgraph.demo.machine import DOCKER
 from rocmgraph.demo.profile import pins_path
+from rocmgraph.fetch.store import Store
+from rocmgraph.fetch.world import default_cache
 from rocmgraph.graph import closure
 from rocmgraph.outside.docker import DockerEngine
-from rocmgraph.outside.store import Store
-from rocmgraph.outside.world import default_cache
 
 NAMESPACE = "verl-hermetic"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import tomli
 
-from rocmgraph.outside import pypi
+from rocmgraph.fetch import pypi
+from rocmgraph.fetch.store import Store
+from rocmgraph.fetch.world import default_cache
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.store import Store
-from rocmgraph.outside.world import default_cache
 
 HERE = Path(__file__).parent / "corpus"
 

@@ -9,7 +9,7 @@ from servers import LoopbackServer, Route
 
 from rocmgraph.common.errors import FetchError
 from rocmgraph.config.pins import AptRepo
-from rocmgraph.outside import apt
+from rocmgraph.fetch import apt
 from rocmgraph.outside.http import Http
 
 INDEX = """\

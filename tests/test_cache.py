@@ -12,8 +12,8 @@ from servers import closed_url
 import stages
 from rocmgraph.build import execute
 from rocmgraph.common.errors import CacheError
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
-from rocmgraph.outside.world import Outside
 
 
 def run_with(tmp_path: Path, required: bool = False) -> tuple[Run, Outside, str]:

@@ -323,7 +323,7 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     """As a build's: begun before the tag, so the plan still prices the stage from it."""
     from rocmgraph.build import execute, records
     from rocmgraph.commands import lock
-    from rocmgraph.outside.world import Outside
+    from rocmgraph.fetch.world import Outside
 
     pins = tmp_path / "pins.toml"
     pins.write_text(Path("pins.toml").read_text())

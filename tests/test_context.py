@@ -16,8 +16,8 @@ import stages
 from rocmgraph.common import fsutil
 from rocmgraph.common.errors import FetchError, PatchError
 from rocmgraph.demo import patchimages
+from rocmgraph.fetch.world import Outside, default_cache
 from rocmgraph.graph.invocation import Options, Run
-from rocmgraph.outside.world import Outside, default_cache
 from rocmgraph.trees import patches
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from conftest import dead_pid
 from servers import LoopbackServer, Route
 
+from rocmgraph.fetch.store import Store
 from rocmgraph.outside import leftovers
-from rocmgraph.outside.store import Store
 
 
 def test_what_dead_runs_left_is_swept_once_and_nothing_else(tmp_path: Path) -> None:

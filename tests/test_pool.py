@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from rocmgraph.common.engine import BuildJob
-from rocmgraph.outside.pool import Builder, Pool
+from rocmgraph.common.pool import Builder, Pool
 
 
 class Holding:

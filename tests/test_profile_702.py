@@ -17,8 +17,8 @@ from world import World, key_bytes, locked_run, prepare, values_blanked, wheel_b
 from rocmgraph.common.errors import LockError
 from rocmgraph.config import pins
 from rocmgraph.config.pins import format_path
+from rocmgraph.fetch.upstream import next_dev
 from rocmgraph.graph.invocation import Run
-from rocmgraph.outside.upstream import next_dev
 
 STAGES = ["base", "rocm", "wheels", "aiter", "flash_attention", "prune", "slim",
           "transformer_engine", "vllm", "verl", "assemble", "manifest"]  # fmt: skip

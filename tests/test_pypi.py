@@ -10,8 +10,8 @@ from servers import LoopbackServer, Route
 from world import release_history
 
 from rocmgraph.common.errors import FetchError
+from rocmgraph.fetch.pypi import PYPI_ENV, Unpacked, newest, unpack
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.pypi import PYPI_ENV, Unpacked, newest, unpack
 from wheels.pypi import Release, choose
 
 NAME = "megatron_core-0.18.0"

@@ -13,10 +13,10 @@ import stages
 from rocmgraph.build import dockerfiles
 from rocmgraph.build.execute import _SCRATCH, _Builds, solve_recipe
 from rocmgraph.common.errors import GraphToolError
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.dag import Stage, make_graph
 from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.graph.solve import Router, waves
-from rocmgraph.outside.world import Outside
 
 GRAPH = stages.graph()
 

@@ -22,7 +22,7 @@ from servers import (
 from rocmgraph.common.errors import FetchError
 from rocmgraph.config import pins
 from rocmgraph.config.pins import GitSource
-from rocmgraph.outside.sources import Mirrors, SourceCache
+from rocmgraph.fetch.sources import Mirrors, SourceCache
 from rocmgraph.trees import patches
 
 UPSTREAM = "https://example.invalid/vllm.git"  # never contacted: a mirror stands in
@@ -459,8 +459,8 @@ def test_a_source_fetch_cut_half_way_leaves_nothing(tmp_path: Path, kind: str, h
 
 
 def test_a_fetch_that_fills_the_disk_says_so_not_the_network() -> None:
+    from rocmgraph.fetch.sources import Origin
     from rocmgraph.outside.proc import CommandFailed
-    from rocmgraph.outside.sources import Origin
 
     origin = Origin("vllm", "https://example.invalid/vllm.git", "0" * 40)
     full = CommandFailed(["git", "fetch"], 128, "fatal: write error: No space left on device\n")

@@ -21,9 +21,9 @@ from test_plan import SetEngine
 import stages
 from rocmgraph.build import execute, turns
 from rocmgraph.common.engine import BuildJob
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.outside.docker import log_file
-from rocmgraph.outside.world import Outside
 
 VLLM = "it builds vllm 1a2b3c4d5e6f"
 HOLDS = """

@@ -22,8 +22,8 @@ import stages
 from rocmgraph.build import execute
 from rocmgraph.cli import tasks
 from rocmgraph.common.errors import GraphToolError, VariableError, cut
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
-from rocmgraph.outside.world import Outside
 
 
 def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:

@@ -10,8 +10,8 @@ from servers import GitHttpServer, commit, failing_upstream, git, make_repo, man
 
 from rocmgraph.common.errors import FetchError
 from rocmgraph.config.pins import GitSource
-from rocmgraph.outside.sources import SourceCache
-from rocmgraph.outside.upstream import Commit, History, github_repo, merged_pr, moved_to
+from rocmgraph.fetch.sources import SourceCache
+from rocmgraph.fetch.upstream import Commit, History, github_repo, merged_pr, moved_to
 
 
 def listing(root: Path) -> dict[str, int]:

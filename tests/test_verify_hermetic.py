@@ -22,10 +22,10 @@ import stages
 from rocmgraph.build import progress, records
 from rocmgraph.common import filetree
 from rocmgraph.common.fsutil import sha256_file
+from rocmgraph.fetch.store import Store
+from rocmgraph.fetch.world import default_cache
 from rocmgraph.graph import closure
 from rocmgraph.outside.docker import DockerEngine
-from rocmgraph.outside.store import Store
-from rocmgraph.outside.world import default_cache
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 

@@ -14,8 +14,8 @@ from servers import LoopbackServer, Route
 
 from rocmgraph.common.errors import FetchError
 from rocmgraph.config.pins import Wheel
+from rocmgraph.fetch.store import Store
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.store import Store
 from wheels import index
 
 TORCH_A = "torch-2.12.0+rocm7.14.0.lw.git1a2b3c4d-cp312-cp312-linux_x86_64.whl"

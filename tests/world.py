@@ -30,10 +30,10 @@ from rocmgraph.build import context
 from rocmgraph.config import pins
 from rocmgraph.config.pins import PinPath
 from rocmgraph.demo import patchimages
+from rocmgraph.fetch import apt
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
-from rocmgraph.outside import apt
 from rocmgraph.outside.registry import Reference
-from rocmgraph.outside.world import Outside
 from rocmgraph.trees import patches
 
 PINS_702 = ROOT / "pins-rocm702.toml"

@@ -5,7 +5,7 @@ Which file of a release a patch check reads (``choose``): a pure wheel
 (CPython ``[python].version`` on linux x86_64, the best tag first); else the
 sdist. Which version an unpinned install takes (``newest``): the newest final
 release with such a file, not yanked, whose ``requires_python`` admits the
-image's Python. rocmgraph/outside/pypi.py fetches the documents and files.
+image's Python. rocmgraph/fetch/pypi.py fetches the documents and files.
 """
 
 from __future__ import annotations

@@ -28,14 +28,14 @@ from rocmgraph.common.errors import FetchError, GraphToolError, LockError
 from rocmgraph.common.fsutil import git_modes
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import KeyedRepo, Pins
+from rocmgraph.fetch.sources import copy_tree
+from rocmgraph.fetch.store import Store
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import keys
 from rocmgraph.graph.closure import KINDS, LINKS, SUMS
 from rocmgraph.graph.dag import Fetch
 from rocmgraph.graph.invocation import Run
 from rocmgraph.graph.recipe import render
-from rocmgraph.outside.sources import copy_tree
-from rocmgraph.outside.store import Store
-from rocmgraph.outside.world import Outside
 from rocmgraph.trees import patches, preflight
 from wheels import index
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from rocmgraph.build import context
 from rocmgraph.common.engine import Engine
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run
 from rocmgraph.graph.recipe import parent_arg, render
-from rocmgraph.outside.world import Outside
 
 _ARG = re.compile(r"^ARG ([A-Z0-9_]+)_IMAGE\n", re.MULTILINE)
 _FROM = re.compile(r"^FROM [^\n]*", re.MULTILINE)

@@ -29,12 +29,12 @@ from rocmgraph.common import failpoints
 from rocmgraph.common.engine import BuildJob, Engine
 from rocmgraph.common.errors import BuildFailed, CacheError, EngineError, GraphToolError
 from rocmgraph.common.fsutil import owned
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import imageconfig, solve
 from rocmgraph.graph.dag import dropped_env
 from rocmgraph.graph.invocation import Run, check_closures, check_locked
 from rocmgraph.graph.recipe import CCACHE_SECRET, CLOSURE_LINKS, PIP_SECRET
 from rocmgraph.outside import credentials, leftovers
-from rocmgraph.outside.world import Outside
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor

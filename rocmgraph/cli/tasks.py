@@ -53,11 +53,11 @@ from rocmgraph.config import kinds
 from rocmgraph.config.archs import parse_archs
 from rocmgraph.config.pins import load as load_pins
 from rocmgraph.demo import profile as demo_profile
+from rocmgraph.fetch.world import Outside, default_cache
 from rocmgraph.graph import recipe
 from rocmgraph.graph.dag import Graph, Stage
 from rocmgraph.graph.invocation import Options, Run, check_closures
 from rocmgraph.outside import proc
-from rocmgraph.outside.world import Outside, default_cache
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

@@ -22,14 +22,14 @@ from enum import StrEnum
 
 from rocmgraph.common.errors import FetchError, HashMismatch, LockError, Unchecked
 from rocmgraph.config.pins import VERSION_FROM_GIT, GitSource, Pins, format_path
+from rocmgraph.fetch.sources import SourceCache
+from rocmgraph.fetch.store import Store
+from rocmgraph.fetch.upstream import History
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run
 from rocmgraph.graph.keys import digest
 from rocmgraph.outside import registry
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.sources import SourceCache
-from rocmgraph.outside.store import Store
-from rocmgraph.outside.upstream import History
-from rocmgraph.outside.world import Outside
 from rocmgraph.trees import patches, preflight
 from rocmgraph.trees.patches import Outcome
 

@@ -37,12 +37,8 @@ from rocmgraph.common.layout import ROOT
 from rocmgraph.config import kinds
 from rocmgraph.config.pins import GitSource, Pins, format_path, loads
 from rocmgraph.config.pinsedit import Change, apply, write
-from rocmgraph.graph import keys
-from rocmgraph.graph.invocation import Options, Run
-from rocmgraph.outside import registry
-from rocmgraph.outside.http import Http
-from rocmgraph.outside.sources import SourceCache
-from rocmgraph.outside.upstream import (
+from rocmgraph.fetch.sources import SourceCache
+from rocmgraph.fetch.upstream import (
     Commit,
     History,
     compare_url,
@@ -50,7 +46,11 @@ from rocmgraph.outside.upstream import (
     merged_pr,
     moved_to,
 )
-from rocmgraph.outside.world import Outside
+from rocmgraph.fetch.world import Outside
+from rocmgraph.graph import keys
+from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.outside import registry
+from rocmgraph.outside.http import Http
 from rocmgraph.trees import patches, preflight
 from rocmgraph.trees.patches import Outcome
 from rocmgraph.trees.preflight import Fact, Row

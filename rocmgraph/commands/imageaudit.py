@@ -20,9 +20,9 @@ from packaging.utils import canonicalize_name as normal
 from rocmgraph.build.provenance import installed
 from rocmgraph.common.errors import LockError, VerifyError
 from rocmgraph.config.pins import Pins
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.closure import Closure
 from rocmgraph.graph.invocation import Run
-from rocmgraph.outside.world import Outside
 
 KEY_PREFIX = "org.verl-rocm-graph.key."  # the final image's label of each stage's key
 

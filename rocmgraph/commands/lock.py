@@ -24,14 +24,15 @@ from rocmgraph.common import failpoints
 from rocmgraph.common.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.config.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
 from rocmgraph.config.pinsedit import Change, write
+from rocmgraph.fetch import apt, pypi
+from rocmgraph.fetch.sources import SourceCache
+from rocmgraph.fetch.upstream import History
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import closure
 from rocmgraph.graph import keys as keys_
 from rocmgraph.graph.invocation import Run, check_locked
-from rocmgraph.outside import apt, pypi, registry
+from rocmgraph.outside import registry
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.sources import SourceCache
-from rocmgraph.outside.upstream import History
-from rocmgraph.outside.world import Outside
 from wheels import index
 
 

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rocmgraph.common.errors import FetchError, PatchError, Unchecked
+from rocmgraph.fetch import pypi
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run
-from rocmgraph.outside import pypi
-from rocmgraph.outside.world import Outside
 from rocmgraph.trees import patches
 from rocmgraph.trees.patches import Outcome
 

@@ -33,9 +33,9 @@ from rocmgraph.build import execute
 from rocmgraph.build.provenance import installed
 from rocmgraph.common import filetree
 from rocmgraph.common.errors import GraphToolError, Unchecked, VerifyError
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run
 from rocmgraph.outside.docker import DockerEngine
-from rocmgraph.outside.world import Outside
 
 STAGE_KEY = "org.verl-rocm-graph.key."  # the final image's label of each stage's key
 

@@ -32,10 +32,10 @@ from rocmgraph.config.pins import Pins
 from rocmgraph.config.pins import load as load_pins
 from rocmgraph.demo import baseimage
 from rocmgraph.demo.addresses import HTTP_PORT, REGISTRY, REGISTRY_PORT
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.dag import Graph
 from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.outside.docker import DockerEngine
-from rocmgraph.outside.world import Outside
 
 if TYPE_CHECKING:
     # startup: only when the demo serves

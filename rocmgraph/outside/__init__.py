@@ -1,8 +1,7 @@
-"""The outside world, in one place: processes, git, HTTP, the container engine, the
-registry, the source cache and upstream histories, the wheel store, PyPI and apt
-indexes, logins, and the builders of a pool. Nothing of common/, config/, dockerfile/ or
-graph/ imports from here; tests/test_layers.py holds them to that.
+"""The seams to the world beyond this process, one module per tool: processes (proc), git,
+HTTP, the docker CLI (docker) and the engine's socket (dockerapi), the registry, ports,
+the scratch folders dead runs leave (leftovers), and logins (credentials).
 
-``Outside`` (world.py) is what one command reaches beyond its process. The task layer
-makes it and passes it in; nothing below makes its own.
+Builds on config/ and common/. Nothing of common/, config/, dockerfile/ or graph/ imports
+from here; tests/test_layers.py holds them to that.
 """

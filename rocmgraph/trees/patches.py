@@ -28,9 +28,9 @@ from pathlib import Path
 from rocmgraph.common.errors import PatchError
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import GitSource
+from rocmgraph.fetch.sources import SourceCache
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
-from rocmgraph.outside.sources import SourceCache
 
 _PR = re.compile(r"https://github\.com/([^/\s]+/[^/\s]+)/pull/(\d+)")
 _FILE = re.compile(r"^\+\+\+ b/(\S+)|^--- a/(\S+)", re.MULTILINE)

@@ -26,8 +26,8 @@ from packaging.version import InvalidVersion, Version
 from rocmgraph.common.errors import Answer, FetchError, GraphToolError, PatchError, Unchecked
 from rocmgraph.config.kinds import SEPARATORS
 from rocmgraph.config.pins import GitSource, Pins, format_path, repository
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run
-from rocmgraph.outside.world import Outside
 from rocmgraph.trees import patches, treefacts
 from rocmgraph.trees.treefacts import Read, Split, VersionFrom
 

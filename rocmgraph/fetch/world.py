@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmgraph.common.engine import Deferred, Engine
+from rocmgraph.common.pool import Builder, Pool
 from rocmgraph.config.pins import Pins
+from rocmgraph.fetch.store import Store
 from rocmgraph.outside.docker import DockerEngine
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.pool import Builder, Pool
-from rocmgraph.outside.store import Store
 
 if TYPE_CHECKING:
+    from rocmgraph.fetch.sources import SourceCache
     from rocmgraph.outside.registry import Client
-    from rocmgraph.outside.sources import SourceCache
 
 CACHE_ENV = "VERL_GRAPH_CACHE"
 
@@ -47,7 +47,7 @@ class Outside:
 
     def sources(self, pins: Pins) -> SourceCache:
         """The source cache, fetching through the mirrors ``pins`` name."""
-        from rocmgraph.outside.sources import Mirrors, SourceCache  # git: only when fetching
+        from rocmgraph.fetch.sources import Mirrors, SourceCache  # git: only when fetching
 
         return SourceCache(self.cache, Mirrors.from_pins(pins))
 

@@ -22,9 +22,9 @@ from packaging.version import InvalidVersion, Version
 from rocmgraph.common.errors import FetchError
 from rocmgraph.common.fsutil import build_dir, locked, owned
 from rocmgraph.config.pins import GitSource, repository
+from rocmgraph.fetch.sources import SourceCache, git_reason, tree_id
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
-from rocmgraph.outside.sources import SourceCache, git_reason, tree_id
 
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 # git's titles for a revert, and for a revert of a revert; a squash merge adds " (#N)".

@@ -23,8 +23,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from rocmgraph.common.errors import FetchError, HashMismatch
+from rocmgraph.fetch.store import Store
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.store import Store
 from wheels import pypi
 from wheels.pypi import Release
 

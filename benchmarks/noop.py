@@ -1,4 +1,4 @@
-"""Benchmark: a no-op `doit build:image` of the demo, beside the floor under it.
+"""Benchmark: a no-op `doit build:image` and `doit plan` of the demo, beside the floor.
 
 The floor is what any doit run pays on this machine before the project's own code: Python
 starting (`python3 -c pass`) and doit with a dodo.py of one task that is up to date. The rest
@@ -31,6 +31,7 @@ import usershell
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ("build:image", "profile=demo", "arch=gfx942", "hermetic=0")
+PLAN = ("plan", "profile=demo", "arch=gfx942", "hermetic=0")
 ONE_TASK = 'def task_x():\n    return {"actions": ["true"], "uptodate": [True]}\n'
 
 
@@ -59,10 +60,12 @@ def main() -> None:
             "python3 -c pass": ([python, "-c", "pass"], Path(floor)),
             "doit, a dodo.py of one task": ([python, "-m", "doit", "x"], Path(floor)),
             "no-op build of the demo": ([python, "-m", "doit", *DEMO], ROOT),
+            "plan of the demo": ([python, "-m", "doit", *PLAN], ROOT),
         }
         if args.beside:
             beside = args.beside.resolve()
             cases[f"no-op build of the demo in {beside}"] = ([python, "-m", "doit", *DEMO], beside)
+            cases[f"plan of the demo in {beside}"] = ([python, "-m", "doit", *PLAN], beside)
         for argv, cwd in cases.values():
             timed(argv, cwd)  # first: builds the demo if need be, writes the bytecode
         print("| round | case | median | fastest |")

@@ -102,7 +102,7 @@ MASKS = [
     (re.compile(r"\b\d+(\.\d+)? (s|min \d+ s)\b"), "<time>"),
     (re.compile(r"\b\d+(\.\d+)? (B|kB|MB|GB)\b"), "<size>"),
     (re.compile(r" \(ccache .*\)$"), ""),  # there when BuildKit's cache did not skip the compile
-    (re.compile(r"this run: \S+/build\.json"), "this run: <state>/build.json"),
+    (re.compile(r"this run: \S+/run\.json"), "this run: <state>/run.json"),
 ]
 
 

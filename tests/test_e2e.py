@@ -66,7 +66,7 @@ def cold_lines(order: list[str]) -> list[str]:
         "stage status time size builder",
         *(f"{stage} built <time> <size> -" for stage in order),
         "image verl-e2e:gfx942 (<size>) = verl-e2e/manifest:<key>",
-        "its manifest: /workspace/.manifest in the image; this run: <state>/build.json",
+        "its manifest: /workspace/.manifest in the image; this run: <state>/run.json",
     ]
 
 

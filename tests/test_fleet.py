@@ -253,7 +253,7 @@ def test_a_registry_that_stops_mid_build_costs_one_warning(tmp_path: Path) -> No
     assert said, out.read_text()[-3000:]
     not_shared = said.group(1).split(", ")
     assert "manifest" in not_shared
-    report = json.loads((world.pins.parent / ".build" / "build.json").read_text())
+    report = json.loads((world.pins.parent / ".build" / "run.json").read_text())
     assert report["not_shared"] == not_shared
     assert report["stages"]["manifest"]["status"] == "built"
     assert report["image"] == "verl-e2e:gfx942"

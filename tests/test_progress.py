@@ -106,7 +106,7 @@ def test_the_summary_is_a_table_then_the_image() -> None:
     ledger.record("vllm", Entry(Status.BUILT, 212.4, "ssh://b", key="1a2b3c4d5e6f"))
     ledger.record("manifest", Entry(Status.FAILED, 1.5, key="9024cb54b5aa"))
     ledger.final = Final("verl:gfx942", "verl/manifest:9024", "9024", "/workspace/.manifest",
-                         ".build/build.json")  # fmt: skip
+                         ".build/run.json")  # fmt: skip
     sizes = {"verl/base:x": 545_000_000, "verl/vllm:x": 66_000, "verl:gfx942": 533_400_000}
     refs = {"base": "verl/base:x", "vllm": "verl/vllm:x", "manifest": "verl/manifest:x"}
     assert summary(ledger, refs, sizes.get) == [
@@ -115,7 +115,7 @@ def test_the_summary_is_a_table_then_the_image() -> None:
         "vllm      built   3 min 32 s  66 kB   ssh://b",
         "manifest  failed  1.5 s       -       -",
         "image verl:gfx942 (533 MB) = verl/manifest:9024",
-        "its manifest: /workspace/.manifest in the image; this run: .build/build.json",
+        "its manifest: /workspace/.manifest in the image; this run: .build/run.json",
     ]
 
 

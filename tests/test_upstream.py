@@ -42,7 +42,7 @@ def test_a_first_history_fetch_that_fails_half_way_leaves_nothing(
             upstream.fetch()
     assert str(caught.value) == f"source up: cannot fetch {url} ({reason})"
     # no tmp_pack_*, no half-made repository: only the (empty) lock fetches take turns by
-    assert listing(tmp_path / "cache") == {f"history/{upstream.repo.name}.lock": 0}
+    assert listing(tmp_path / "cache") == {f"history/{upstream.repo.name}.turn": 0}
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["history", "tmp"]
 
 

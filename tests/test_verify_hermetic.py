@@ -48,7 +48,7 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     assert "built " not in refused.stdout
 
     assert world.build("gfx942", "hermetic=0").returncode == 0  # the escape hatch, recorded
-    report = json.loads((tmp_path / ".build" / "build.json").read_text())
+    report = json.loads((tmp_path / ".build" / "run.json").read_text())
     assert report["hermetic"] is False
     assert {entry["network"] for entry in report["stages"].values()} == {"on"}
     # Built with the network, the images are not reused by a hermetic build: refused alike.
@@ -171,7 +171,7 @@ def a_cold_build_with_no_index_and_no_network(
     shutil.rmtree(tmp_path / ".build" / "logs" / "builds", ignore_errors=True)  # open builds
     built = world.build("gfx942", "locked=1")
     assert built.returncode == 0, built.stdout + built.stderr
-    report = json.loads((tmp_path / ".build" / "build.json").read_text())
+    report = json.loads((tmp_path / ".build" / "run.json").read_text())
     networks = {name: entry["network"] for name, entry in report["stages"].items()}
     assert networks == dict.fromkeys(sealed, "off")
     assert report["hermetic"] is True

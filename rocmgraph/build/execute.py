@@ -253,8 +253,8 @@ def build_stages(
         for name in sorted(todo):
             key = run.keys[name].short
             me = turns.Holder.me(",".join(run.archs), f"builds {name} {key}")
-            lock = run.state_dir / "locks" / f"{name}-{key}"
-            held.enter_context(turns.held(lock, me, run.options.wait))
+            turn = run.state_dir / "turns" / f"{name}-{key}"
+            held.enter_context(turns.held(turn, me, run.options.wait))
         if todo:
             engine.refresh()  # another run may have built some since this one looked
             # Asked again together: the stages to build and the parents they take.
@@ -595,8 +595,8 @@ def _sweep_contexts(run: Run, name: str, keep: str) -> None:
     for old in sorted(folder.glob(f"{name}-*")) if folder.is_dir() else []:
         if old.name == keep or not re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{12}}", old.name):
             continue
-        lock = run.state_dir / "locks" / old.name
-        with contextlib.suppress(turns.Busy), turns.held(lock, me, wait=0):
+        turn = run.state_dir / "turns" / old.name
+        with contextlib.suppress(turns.Busy), turns.held(turn, me, wait=0):
             shutil.rmtree(old, ignore_errors=True)
 
 

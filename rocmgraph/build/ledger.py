@@ -1,5 +1,5 @@
 """What becomes of each stage in this run, in one place: the console's views (rocmgraph.
-progress), the run's last words and ``.build/build.json`` all read it.
+progress), the run's last words and ``.build/run.json`` all read it.
 
 A doit process builds one image, so its ledger is one per process (``LEDGER``);
 threads building stages at once (``doit -n N``) write to it under a lock, and
@@ -52,7 +52,7 @@ class Final:
     ref: str
     key: str
     manifest: str = ""  # where the image keeps its manifest
-    report: str = ""  # where this run's build.json is
+    report: str = ""  # where this run's run.json is
 
 
 class Watcher(Protocol):
@@ -149,7 +149,7 @@ class Ledger:
         return any(entry.status in busy for entry in self.entries().values())
 
     def write(self, path: Path, cache: str, hermetic: bool) -> None:
-        """``.build/build.json``: the image, how it was built (``hermetic``: false when
+        """``.build/run.json``: the image, how it was built (``hermetic``: false when
         hermetic=0 let every stage reach the network), and what became of each stage on
         the way."""
         stages = {

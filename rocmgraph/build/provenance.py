@@ -14,7 +14,7 @@ from rocmgraph.graph.keys import Json
 def build_record(run: Run, final: str) -> dict[str, Json]:
     """Every stage up to ``final``: its key, image and the pins it read. Not the id an engine
     gave its image, how long its build took, or the name and place of its pins file: facts
-    of the machine that built it (its .build/build.json), which a rebuild of the same key
+    of the machine that built it (its .build/run.json), which a rebuild of the same key
     elsewhere, or here after its tag was lost, does not share; the image would then differ
     from its own rebuild."""
     stages: list[Json] = []

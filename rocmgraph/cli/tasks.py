@@ -871,7 +871,7 @@ class Tasks:
         CONSOLE.say(f"tagged {alias} = {run.ref(run.graph.final)}")
         LEDGER.final = _final(run)
         sealed = all(run.sealed(name) is not None for name in run.graph.order)
-        LEDGER.write(run.state_dir / "build.json", run.cache, sealed)
+        LEDGER.write(run.state_dir / "run.json", run.cache, sealed)
 
 
 def _built_meanwhile(run: Run, engine: Engine, name: str) -> bool:
@@ -900,7 +900,7 @@ def _final(run: Run) -> Final:
         ref=run.ref(final),
         key=run.keys[final].key,
         manifest=run.pins.manifest,
-        report=str(run.state_dir / "build.json"),
+        report=str(run.state_dir / "run.json"),
     )
 
 

@@ -216,7 +216,7 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
     # One lock run per lock file at a time: a second one waits, then reads what the first
     # locked and builds nothing again (each would build every stage, and save its own view).
     me = turns.Holder.me(",".join(run.archs), f"locks closures into {path.name}")
-    with turns.held(run.state_dir / "locks" / f"closures-{path.name}", me, run.options.wait):
+    with turns.held(run.state_dir / "turns" / f"closures-{path.name}", me, run.options.wait):
         return _lock_closures(run, outside, path)
 
 

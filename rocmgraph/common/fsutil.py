@@ -110,7 +110,7 @@ def git_modes(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def exclusive(path: Path) -> Iterator[None]:
     """Hold flock(2) on the file at ``path``. A write that replaces the file
     (a rename: pinsedit) leaves a writer that waited holding the lock of the file it
     replaced: it locks the new one then. Where no lock can be had (a file system without

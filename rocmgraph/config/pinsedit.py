@@ -12,7 +12,7 @@ from typing import Any
 import tomlkit
 
 from rocmgraph.common.errors import PinsError
-from rocmgraph.common.fsutil import atomic_write_text, locked
+from rocmgraph.common.fsutil import atomic_write_text, exclusive
 from rocmgraph.config.pins import PinPath, Value, format_path
 
 
@@ -65,7 +65,7 @@ def write(path: Path, changes: list[Change], *, moved_refused: bool = False) -> 
     each reads and replaces the file under an exclusive lock of the file itself.
     ``moved_refused``: a value another writer changed since this one read it (its ``old``)
     is refused, not overwritten (a lock resolving the commit a bump just moved)."""
-    with locked(path):
+    with exclusive(path):
         document = tomlkit.parse(path.read_text(encoding="utf-8"))
         if moved_refused:
             _refuse_moved(path, document, changes)

@@ -128,7 +128,7 @@ class Demo:
 
         # First of all: another run's builds read the fixtures and use the servers.
         holder = turns.Holder.me(arch or "as pinned", "serves the demo's upstreams")
-        self._held.enter_context(turns.held(self.root / "demo.lock", holder, wait))
+        self._held.enter_context(turns.held(self.root / "demo.turn", holder, wait))
         engine = outside.docker
         # Fixtures and servers: only when builds run (a run that builds nothing makes none).
         from rocmgraph.demo import fixtures

@@ -20,7 +20,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from rocmgraph.common.errors import FetchError
-from rocmgraph.common.fsutil import build_dir, locked, owned
+from rocmgraph.common.fsutil import build_dir, exclusive, owned
 from rocmgraph.config.pins import GitSource, repository
 from rocmgraph.fetch.sources import SourceCache, git_reason, tree_id
 from rocmgraph.outside.git import git
@@ -64,10 +64,10 @@ class History:
         url = self.cache.url(self.source)
         # Two runs on one cache (a bump and CI's audit) take turns: git's ref locks would
         # refuse the second one's update of the same branches.
-        lock = self.repo.with_name(self.repo.name + ".lock")
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        lock.touch()
-        with locked(lock):
+        turn = self.repo.with_name(self.repo.name + ".turn")
+        turn.parent.mkdir(parents=True, exist_ok=True)
+        turn.touch()
+        with exclusive(turn):
             self._fetch(url)
         if self.resolve(f"refs/heads/{self.source.branch}") is None:
             raise FetchError(

@@ -55,7 +55,7 @@ def me() -> turns.Holder:
 def test_a_free_lock_is_held_at_once_says_who_holds_it_and_goes_with_its_holder(
     tmp_path: Path,
 ) -> None:
-    lock = tmp_path / "locks" / "prune-0123456789ab"
+    lock = tmp_path / "turns" / "prune-0123456789ab"
     with turns.held(lock, me()) as waited:
         assert not waited
         assert f'"pid": {os.getpid()}' in lock.read_text()
@@ -210,7 +210,7 @@ def test_a_stage_that_builds_sweeps_its_old_contexts_but_not_one_in_use(tmp_path
     failed, in_use, other = (contexts / name for name in names)
     for folder in (failed, in_use, other):
         folder.mkdir(parents=True)
-    other_run = holder(tmp_path / ".build" / "locks" / in_use.name, 30)
+    other_run = holder(tmp_path / ".build" / "turns" / in_use.name, 30)
     try:
         assert _build_at_once(tmp_path, SlowEngine(), ("gfx942", "slim")) == [True]
     finally:
@@ -235,7 +235,7 @@ def test_a_second_lock_of_closures_waits_for_the_first(tmp_path: Path) -> None:
     of the lock file: the second waits for the first (here, told not to: it says for whom)."""
     pins = tmp_path / "pins.toml"
     pins.write_text(PINS.read_text())
-    other = holder(tmp_path / ".build" / "locks" / "closures-pins.lock.toml", 30)
+    other = holder(tmp_path / ".build" / "turns" / "closures-pins.lock.toml", 30)
     try:
         result = subprocess.run(
             [sys.executable, "-m", "doit", "lock", f"pins={pins}", "closures=1", "wait=0"],

@@ -62,6 +62,7 @@ def dockerfile(run: Run) -> str:
             text += f"WORKDIR {workdir}\n"
         text = text.replace("--wheel-dir /dist ", f"--wheel-dir /dist/{name} ")
         text = text.replace("mkdir -p /dist\n", f"mkdir -p /dist/{name}\n")
+        text = text.replace(" /dist/*.whl\n", f" /dist/{name}/*.whl\n")  # the in-place step
         text = _MOUNT.sub("", text)  # the wheels are at /dist/<stage> already
         text = _COPY_FROM.sub(_copy, text)
         parts.append(text)

@@ -40,6 +40,7 @@ def test_wheels_meet_in_one_filesystem(text: str) -> None:
     assert "--wheel-dir /dist/sgl_kernel ./sgl-kernel \\\n" in text
     assert "    pip install /dist/causal_conv1d/*.whl /dist/vllm/*.whl \\\n" in text
     assert "RUN cp -a /src/vllm /workspace/vllm\n" in text
+    assert "    python /tmp/inplace.py ./. /dist/vllm/*.whl\n" in text
     assert text.rstrip().endswith('CMD ["/usr/bin/bash"]')  # manifest's WORKDIR and CMD last
 
 
@@ -52,4 +53,4 @@ def test_the_same_steps_as_the_monolith(text: str) -> None:
     mine = {line for line in text.splitlines() if line.startswith(("RUN ", "ENV ", "    && "))}
     assert steps - mine == {
         line for line in steps if "mkdir -p /dist" in line or "--wheel-dir /dist " in line
-    }  # only where the wheels go differs
+    }  # only where the wheels go differs (the in-place step's line starts with spaces)

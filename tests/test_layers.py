@@ -37,7 +37,7 @@ FOLDERS: dict[str, set[str]] = {
     "graph": {"common", "config"},
     "outside": {"common", "config", "inimage"},
     "fetch": {"common", "config", "outside"},
-    "trees": {"common", "config", "graph", "outside", "fetch"},
+    "trees": {"common", "config", "dockerfile", "graph", "outside", "fetch"},
     "build": {"common", "config", "graph", "outside", "fetch", "trees"},
     "commands": {"common", "config", "dockerfile", "graph", "outside", "fetch", "trees", "build"},
     "demo": {"common", "config", "graph", "outside", "fetch", "trees", "build", "commands"},

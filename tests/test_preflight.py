@@ -14,7 +14,7 @@ from conftest import ROOT, delete_toml, edit_toml
 from rocmgraph.common.errors import Unchecked
 from rocmgraph.config import pins
 from rocmgraph.demo import upstreams
-from rocmgraph.trees import preflight
+from rocmgraph.trees import preflight, treefacts
 from rocmgraph.trees.preflight import Fact, PreflightError, Row, Verdict
 
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
@@ -25,16 +25,23 @@ TREES = {  # each source built here, and the committed files of its tree
     "causal_conv1d": UPSTREAM / "Dao-AILab" / "causal-conv1d",
     "verl": UPSTREAM / "verl-project" / "verl",
 }
+TREES_702 = {  # what pins-rocm702.toml builds here at other commits than pins.toml
+    "aiter": UPSTREAM / "ROCm" / "aiter",
+}
 
 
-def check(text: str) -> list[Row]:
+def check(text: str, trees: dict[str, Path] = TREES) -> list[Row]:
     """The rows of ``text`` (a pins file) against the committed trees."""
     real = pins.loads(text, "pins.toml")
 
     def fetch(name: str, _source: pins.GitSource) -> Path:
-        return TREES[name]
+        return trees[name]
 
-    return preflight.check(real, fetch, sorted(TREES))
+    return preflight.check(real, fetch, sorted(trees))
+
+
+def pins_702() -> str:
+    return (ROOT / "pins-rocm702.toml").read_text()
 
 
 def real_pins() -> str:
@@ -91,6 +98,34 @@ def test_every_fact_of_the_real_trees_matches_the_real_pins() -> None:
     )
     # sgl-kernel's ROCm build runs setup_rocm.py: its CMakeLists.txt's fetches are not taken.
     assert not [r for r in rows if r.source == "sgl_kernel" and r.fact is Fact.FETCH]
+
+
+def test_aiters_facts_are_read_in_what_its_setup_runs() -> None:
+    """aiter's setup.py reads GPU_ARCHS in a module it imports, and runs a shell script
+    that pip-installs amd-triton: preflight follows both, and the 7.0.2 pins answer each."""
+    rows = check(pins_702(), TREES_702)
+    assert [r for r in rows if r.verdict is not Verdict.OK] == []
+    assert row(rows, "aiter", Fact.ARCH, "GPU_ARCHS, split on semicolon").where == (
+        "aiter/jit/core.py:419"
+    )
+    triton = row(rows, "aiter", Fact.FETCH, ".github/scripts/install_triton.sh:pip:amd-triton")
+    assert (triton.pins, triton.where) == (
+        "not taken: run only when no triton is installed (setup.py, patched): the torch stack's is",
+        ".github/scripts/install_triton.sh:14",
+    )
+    assert row(rows, "aiter", Fact.FETCH, "setup.py:pip:flydsl==0.1.6").where == "setup.py:64"
+
+
+def test_a_fetch_in_a_script_the_build_runs_must_be_answered() -> None:
+    rows = check(delete_toml(pins_702(), ["sources", "aiter", "skipped_fetches"]), TREES_702)
+    assert [(r.upstream, r.verdict) for r in rows if r.fact is Fact.FETCH] == [
+        (".github/scripts/install_triton.sh:pip:amd-triton", Verdict.MISMATCH),
+        ("setup.py:pip:flydsl==0.1.6", Verdict.MISMATCH),
+    ]
+    assert row(rows, "aiter", Fact.FETCH, "setup.py:pip:flydsl==0.1.6").pins == (
+        "no pin gives it: mark it in [sources.aiter].skipped_fetches with why the build does "
+        "not take it"
+    )
 
 
 def test_a_distribution_named_otherwise_than_the_checks_look_for_is_a_mismatch() -> None:
@@ -195,7 +230,8 @@ def test_the_answer_carries_the_verdict(fmt: str) -> None:
 
 def test_the_demo_trees_carry_the_real_quirks_preflight_reads(tmp_path: Path) -> None:
     """The demo's upstreams, as the demo pins build them, read as the real trees do: an
-    sgl-kernel named sglang-kernel, a vLLM that fetches triton_kernels unless given it."""
+    sgl-kernel named sglang-kernel, a vLLM that fetches triton_kernels unless given it, an
+    aiter whose setup.py runs a script that pip-installs amd-triton."""
     demo = pins.load(ROOT / "demo" / "pins.toml")
     repos = {"sgl_kernel": "sglang", "triton_kernels": "triton"}
 
@@ -215,6 +251,10 @@ def test_the_demo_trees_carry_the_real_quirks_preflight_reads(tmp_path: Path) ->
         ("http://127.0.0.1:28470/git/triton.git v3.5.1", "given: TRITON_KERNELS_SRC_DIR"),
         ("setup.py:triton_kernels", "given: TRITON_KERNELS_SRC_DIR"),
     ]
+    demo702 = pins.load(ROOT / "demo" / "pins-rocm702.toml")
+    rows = preflight.check(demo702, fetch, ["aiter"])  # its archs are recorded, not split
+    triton = row(rows, "aiter", Fact.FETCH, ".github/scripts/install_triton.sh:pip:amd-triton")
+    assert (triton.verdict, triton.where) == (Verdict.OK, ".github/scripts/install_triton.sh:8")
 
 
 def test_a_rust_extension_is_a_fetch_cargo_makes() -> None:
@@ -228,3 +268,33 @@ def test_a_rust_extension_is_a_fetch_cargo_makes() -> None:
     ])  # fmt: skip
     grpc = row(check(unpatched), "sglang", Fact.FETCH, "cargo: ../rust/sglang-grpc/Cargo.toml")
     assert (grpc.verdict, grpc.where) == (Verdict.MISMATCH, "python/pyproject.toml:212")
+
+
+def test_every_fetch_of_a_script_the_setup_runs_is_named_with_its_line() -> None:
+    files = {
+        "setup.py": (
+            "import os, subprocess, sys\n"
+            "here = os.path.dirname(__file__)\n"
+            "PKG = 'helper==1.0'\n"
+            "script = os.path.join(here, 'tools', 'get.sh')\n"
+            "subprocess.check_call(['bash', script])\n"
+            "subprocess.check_call([sys.executable, '-m', 'pip', 'install', PKG])\n"
+            "subprocess.check_call([sys.executable, '-m', 'pip', 'uninstall', '-y', PKG])\n"
+        ),
+        "tools/get.sh": (
+            "set -e\n"
+            "pip uninstall -y old || true\n"
+            'if [ -n "$X" ]; then git clone https://example.org/a.git deps/a; fi\n'
+            "curl -fsSL https://example.org/b.tar.gz | tar xz\n"
+            "python3 -m pip install --index-url https://example.org/simple c d==2\n"
+            "wget -q https://example.org/e.bin\n"
+        ),
+    }
+    found = treefacts.command_fetches(files.get, "setup.py")
+    assert [(f.what, str(f.where)) for f in found] == [
+        ("tools/get.sh:git:https://example.org/a.git", "tools/get.sh:3"),
+        ("tools/get.sh:curl:https://example.org/b.tar.gz", "tools/get.sh:4"),
+        ("tools/get.sh:pip:c,d==2", "tools/get.sh:5"),
+        ("tools/get.sh:wget:https://example.org/e.bin", "tools/get.sh:6"),
+        ("setup.py:pip:helper==1.0", "setup.py:6"),
+    ]

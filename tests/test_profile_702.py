@@ -228,7 +228,7 @@ def test_audit_flags_the_published_profile_and_passes_the_locked_one(world_702: 
         "[sources.aiter] version": [
             "the tree has no .git: pin [sources.aiter].version and name one of "
             "SETUPTOOLS_SCM_PRETEND_VERSION, SETUPTOOLS_SCM_PRETEND_VERSION_FOR_AMD_AITER in "
-            "[sources.aiter].version_env (pyproject.toml:2)"
+            "[sources.aiter].version_env (setup.py:439)"
         ],
     }
     pin_versions_by_hand(world)

@@ -163,7 +163,10 @@ def _upstream(source: pins.GitSource, real: pins.Pins) -> dict[str, str]:
     files = {
         entry["path"]: (UPSTREAM / owner_repo / entry["path"]).read_text()
         for entry in listed
-        if entry["repo"] == source.repo and source.commit and entry["commit"] == source.commit
+        # a commit pinned by its short id, as published, is the one it begins
+        if entry["repo"] == source.repo
+        and source.commit
+        and entry["commit"].startswith(source.commit)
     }
     for path in source.inputs.values():
         tag = real.sources[path.split("/", 1)[0]].tag

@@ -327,8 +327,8 @@ REASON = Kind(
     "say in a few words why",
     extra=" ()'\";!?#&*<>[]{}`$|",
 )
-# What `doit preflight` calls a fetch a build makes: its URL, or file:function for a
-# download whose URL is computed.
+# What `doit preflight` calls a fetch a build makes: its URL, file:function for a download
+# whose URL is computed, or file:tool:what for a command it runs (setup.py:pip:flydsl==0.1.6).
 FETCH = Kind(
     "fetch", _regex(r"[^\s]+", "a URL or file:function"), "write the fetch as preflight names it"
 )

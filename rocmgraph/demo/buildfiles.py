@@ -13,6 +13,9 @@ Trees enter builds without .git, and three upstreams behave differently then:
 - sgl-kernel's distribution is sglang-kernel (its setup_rocm.py and pyproject_rocm.toml),
   not sgl_kernel as its folder and module are named, and its version is read from the
   pyproject.toml beside setup_rocm.py.
+- aiter's setup.py looks for an installed triton only in develop mode; any other build
+  runs .github/scripts/install_triton.sh, which uninstalls triton and pip-installs
+  amd-triton from AMD's index.
 The files here do exactly that much, in as few lines as it takes.
 """
 
@@ -348,3 +351,73 @@ def recording_package(dist: str, package: str, version: str, arch_env: str) -> d
         ),
         f"{package}/__init__.py": f'"""{dist} (demo)."""\n\nfrom {package}._build import ARCHS\n',
     }
+
+
+def aiter_setup(recording: str) -> list[str]:
+    """aiter's setup.py around the lines docker/patches/aiter/0001 changes (the frames of
+    its one hunk), then ``recording``, the demo wheel's own build."""
+    head = '''"""amd-aiter (demo): a wheel that records its archs, and aiter's triton install."""
+
+import os
+import subprocess
+import sys
+
+import setuptools
+
+this_dir = os.path.dirname(os.path.abspath(__file__))
+
+
+def is_develop_mode():
+    for arg in sys.argv:
+        if arg == "develop":
+            return True
+        # pip install -e
+        elif "editable" in arg:
+            return True
+    return False
+
+
+def _is_triton_installed():
+    from importlib.metadata import version as pkg_version
+
+    for pkg in [
+        "triton",
+        "pytorch-triton",
+        "pytorch-triton-rocm",
+        "triton-rocm",
+    ]:
+        try:
+            return pkg, pkg_version(pkg)
+        except Exception:
+            pass
+    return None
+
+
+def _run_install_triton():
+    print("[aiter] Installing amd-triton via .github/scripts/install_triton.sh")
+    install_triton = os.path.join(this_dir, ".github", "scripts", "install_triton.sh")
+'''
+    tail = """        " recommend using .github/scripts/install_triton.sh to install triton"
+    )
+else:
+    try:
+        _run_install_triton()
+    except Exception:
+        print("[aiter] Skipping triton install via .github/scripts/install_triton.sh")
+
+"""
+    body = recording.split("import setuptools\n\n", 1)[1]  # after the recording's imports
+    return [head, tail + body]
+
+
+def aiter_install_triton(index: str) -> str:
+    """aiter's .github/scripts/install_triton.sh, its index the demo's."""
+    return f"""#!/bin/bash
+set -e
+
+pip uninstall -y triton pytorch-triton pytorch-triton-rocm triton-rocm amd-triton || true
+
+TRITON_INDEX_URL="{index}"
+echo "Installing amd-triton from $TRITON_INDEX_URL"
+pip install --extra-index-url "$TRITON_INDEX_URL" amd-triton
+"""

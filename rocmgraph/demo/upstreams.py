@@ -34,6 +34,7 @@ PATCHES = {
         "docker/patches/sglang/0004-sgl-kernel-fp8-type-by-compiled-arch.patch",
     ),
     "verl": ("docker/patches/verl/0001-rollout-rocm-engine-defaults.patch",),
+    "aiter": ("docker/patches/aiter/0001-wheel-build-keeps-installed-triton.patch",),
 }
 MEGATRON_PATCH = "docker/patches/megatron-core/0001-attention-backend-env-warns.patch"
 
@@ -56,6 +57,8 @@ def framed(patch: str, file: str, frame: list[str]) -> str:
 TRITON_URL = f"http://127.0.0.1:{HTTP_PORT}/git/triton.git"
 TRITON_TAG = "v3.5.1"
 TAGS = {"flash_attention": "v2.8.3", "triton": TRITON_TAG}  # on each one's first commit
+# Where the demo aiter's install_triton.sh looks for amd-triton (pypi.amd.com upstream).
+AMD_TRITON_INDEX = f"http://127.0.0.1:{HTTP_PORT}/amd-triton/simple/"
 
 # source -> (package, version, the variable its build takes the archs from)
 RECORDING = {
@@ -155,10 +158,16 @@ def histories() -> dict[str, History]:
 
 
 def recorded(source: str) -> tuple[str, dict[str, str]]:
-    """The one commit of a source whose wheel records the archs it was built for."""
+    """The one commit of a source whose wheel records the archs it was built for; aiter's
+    also carries its setup.py's triton install, as the real one has it."""
     package, version, arch_env = RECORDING[source]
     dist = DISTS.get(source, package)
-    return f"{dist} {version} (demo)", b.recording_package(dist, package, version, arch_env)
+    files = b.recording_package(dist, package, version, arch_env)
+    if source == "aiter":
+        frames = b.aiter_setup(files["setup.py"])
+        files["setup.py"] = framed(PATCHES["aiter"][0], "setup.py", frames)
+        files[".github/scripts/install_triton.sh"] = b.aiter_install_triton(AMD_TRITON_INDEX)
+    return f"{dist} {version} (demo)", files
 
 
 def megatron_files() -> dict[str, str]:

@@ -142,7 +142,10 @@ def build_fetches(read: Read, folder: str) -> list[treefacts.Fetch]:
     """What building ``folder`` fetches by itself: its CMake's and its setup.py's."""
     fetches = treefacts.cmake_fetches(read, folder)
     fetches += treefacts.rust_fetches(read, folder)
-    return fetches + treefacts.python_fetches(read, treefacts.join(folder, "setup.py"))
+    script = treefacts.join(folder, "setup.py")
+    return (
+        fetches + treefacts.python_fetches(read, script) + treefacts.command_fetches(read, script)
+    )
 
 
 def fetch_rows(

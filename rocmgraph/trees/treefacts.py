@@ -20,6 +20,8 @@ from typing import Any
 
 import tomli
 
+from rocmgraph.dockerfile import pipargs, shell
+
 Read = Callable[[str], "str | None"]
 
 
@@ -256,6 +258,101 @@ def python_fetches(read: Read, script: str) -> list[Fetch]:
     return found
 
 
+SHELLS = {"bash", "sh"}
+
+
+def command_fetches(read: Read, script: str) -> list[Fetch]:
+    """What the commands a setup script runs fetch: a ``pip install`` it runs itself
+    (``[sys.executable, "-m", "pip", "install", ...]``), and in each shell script of its
+    tree it runs (``["bash", path]``), every pip install, git clone, curl and wget. Each is
+    named ``<file>:<tool>:<what>`` (``.github/scripts/install_triton.sh:pip:amd-triton``),
+    as the pins mark it."""
+    tree = _python(read(script))
+    if tree is None:
+        return []
+    constants = _module_strings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        words = node.args[0]
+        if not isinstance(words, (ast.List, ast.Tuple)):
+            continue
+        texts = [_literal(_resolved(elt, constants)) for elt in words.elts]
+        if "pip" in texts and "install" in texts[texts.index("pip") :]:
+            pip = _pip_install(texts[texts.index("pip") + 1 :])
+            if pip:
+                found.append(Fetch(f"{script}:pip:{pip}", "", Where(script, node.lineno)))
+        elif texts[:1] and texts[0] in SHELLS and len(words.elts) > 1:
+            path = _path_of(words.elts[1], tree, parent(script))
+            if path:
+                found += shell_fetches(read, path)
+    return found
+
+
+def shell_fetches(read: Read, script: str) -> list[Fetch]:
+    """Every pip install, git clone, curl and wget in the shell script ``script``."""
+    text = read(script)
+    if text is None:
+        return []
+    found = []
+    for item in shell.parse(text):
+        if not isinstance(item, shell.Command) or not item.words:
+            continue
+        words = [word.text.strip("\"'") for word in item.words]
+        name = posixpath.basename(words[0])
+        said = ""
+        if name in {"pip", "pip3"} or words[1:3] == ["-m", "pip"]:
+            pip = _pip_install(words[3 if words[1:3] == ["-m", "pip"] else 1 :])
+            said = f"pip:{pip}" if pip else ""
+        elif (name == "git" and words[1:2] == ["clone"]) or name in {"curl", "wget"}:
+            said = ":".join([name, *(w for w in words if "://" in w)][:2])
+        if said:
+            line = text.count("\n", 0, item.words[0].offset) + 1
+            found.append(Fetch(f"{script}:{said}", "", Where(script, line)))
+    return found
+
+
+def _pip_install(args: list[str]) -> str:
+    """The requirements of pip's arguments, comma-separated, or "" when they install
+    nothing (an uninstall, a list)."""
+    install = pipargs.install_arguments(args)
+    if install is None or not install.requirements:
+        return ""
+    return ",".join(args[at] for at in install.requirements)
+
+
+def _module_strings(tree: ast.Module) -> dict[str, ast.expr]:
+    """The module's ``NAME = "text"``: a command names its package by a constant."""
+    return {
+        target.id: statement.value
+        for statement in tree.body
+        if isinstance(statement, ast.Assign) and _literal(statement.value)
+        for target in statement.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def _path_of(node: ast.expr, tree: ast.Module, folder: str) -> str:
+    """The tree path ``node`` names: a literal, or ``os.path.join(<the script's folder>,
+    "a", "b")`` assigned to a name; "" when it is computed otherwise."""
+    if isinstance(node, ast.Name):
+        assigned = [
+            statement.value
+            for statement in ast.walk(tree)
+            if isinstance(statement, ast.Assign)
+            and any(getattr(target, "id", "") == node.id for target in statement.targets)
+        ]
+        node = assigned[-1] if len(assigned) == 1 else node
+    if _literal(node):
+        return join(folder, _literal(node))
+    if isinstance(node, ast.Call) and _called(node) == "join" and node.args:
+        parts = [_literal(arg) for arg in node.args[1:]]
+        if all(parts):
+            return join(folder, posixpath.join(*parts))
+    return ""
+
+
 def _early_returns(tree: ast.Module) -> dict[str, str]:
     """function -> the variable whose being set makes it return before anything else:
     ``given = os.getenv("X")`` then ``if given: return given`` (a tree it is given)."""
@@ -297,11 +394,44 @@ def _downloads(node: ast.AST) -> bool:
 
 
 def arch_reads(read: Read, script: str) -> list[ArchRead]:
-    """The arch variables a setup script reads from the environment, and how it splits them."""
+    """The arch variables a setup script reads from the environment, and how it splits
+    them: in the script, and in the modules of its tree it imports (aiter's setup.py puts
+    aiter/ on sys.path and imports jit.core, which reads GPU_ARCHS)."""
     tree = _python(read(script))
     if tree is None:
         return []
-    return [read for read in _env_reads(tree, script) if _is_arch(read.variable)]
+    found = [read for read in _env_reads(tree, script) if _is_arch(read.variable)]
+    for module in imported_modules(read, script, tree):
+        imported = _python(read(module))
+        if imported is not None:
+            found += [r for r in _env_reads(imported, module) if _is_arch(r.variable)]
+    return found
+
+
+def imported_modules(read: Read, script: str, tree: ast.Module) -> list[str]:
+    """The files of the tree that ``script`` imports: a module found beside it, or in a
+    folder of the tree it puts on sys.path (``sys.path.insert(0, f"{this_dir}/aiter/")``)."""
+    folder = parent(script)
+    roots = [folder]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called(node) == "insert" and len(node.args) == 2:
+            path = node.args[1]
+            if isinstance(path, ast.JoinedStr):  # f"{this_dir}/aiter/": after the folder
+                tail = "".join(_literal(value) for value in path.values[1:])
+                roots.append(join(folder, tail.strip("/")))
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            for root in roots:
+                file = join(root, name.replace(".", "/") + ".py")
+                if file != script and file not in found and read(file) is not None:
+                    found.append(file)
+    return found
 
 
 def cmake_arch_reads(read: Read, folder: str = ".") -> list[ArchRead]:

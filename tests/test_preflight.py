@@ -27,6 +27,7 @@ TREES = {  # each source built here, and the committed files of its tree
 }
 TREES_702 = {  # what pins-rocm702.toml builds here at other commits than pins.toml
     "aiter": UPSTREAM / "ROCm" / "aiter",
+    "vllm": UPSTREAM / "vllm-project" / "vllm@1ff9d3353",
 }
 
 
@@ -53,20 +54,27 @@ def row(rows: list[Row], source: str, fact: Fact, upstream: str) -> Row:
     return found
 
 
+def folder(entry: dict[str, str]) -> str:
+    """Where a fixture's files are: <owner>/<repo>, or <owner>/<repo>@<at> for a second
+    commit of one repository."""
+    owner_repo = entry["repo"].removeprefix("https://github.com/")
+    return f"{owner_repo}@{entry['at']}" if "at" in entry else owner_repo
+
+
 def test_the_fixtures_are_the_upstream_files_they_name() -> None:
     listed = tomli.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
     for entry in listed:
-        owner_repo = entry["repo"].removeprefix("https://github.com/")
-        data = (UPSTREAM / owner_repo / entry["path"]).read_bytes()
+        data = (UPSTREAM / folder(entry) / entry["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["path"]
         assert len(entry["commit"]) == 40
-    named = {(e["repo"].removeprefix("https://github.com/"), e["path"]) for e in listed}
-    on_disk = {
-        (str(path.relative_to(UPSTREAM)).split("/", 2)[0] + "/"
-         + str(path.relative_to(UPSTREAM)).split("/", 2)[1],
-         str(path.relative_to(UPSTREAM)).split("/", 2)[2])
-        for path in UPSTREAM.rglob("*") if path.is_file() and path.name != "SOURCES.toml"
-    }  # fmt: skip
+        assert entry["commit"].startswith(entry.get("at", ""))
+    named = {(folder(entry), entry["path"]) for entry in listed}
+    parts = [
+        path.relative_to(UPSTREAM).parts
+        for path in UPSTREAM.rglob("*")
+        if path.is_file() and path.name != "SOURCES.toml"
+    ]
+    on_disk = {("/".join(part[:2]), "/".join(part[2:])) for part in parts}
     assert on_disk == named
 
 
@@ -100,6 +108,19 @@ def test_every_fact_of_the_real_trees_matches_the_real_pins() -> None:
     assert not [r for r in rows if r.source == "sgl_kernel" and r.fact is Fact.FETCH]
 
 
+def test_every_fact_of_the_702_trees_matches_the_702_pins() -> None:
+    rows = check(pins_702(), TREES_702)
+    assert [r for r in rows if r.verdict is not Verdict.OK] == []
+    triton = row(rows, "vllm", Fact.FETCH, "https://github.com/triton-lang/triton.git v3.6.0")
+    assert (triton.pins, triton.where) == (
+        "given: TRITON_KERNELS_SRC_DIR",
+        "cmake/external_projects/triton_kernels.cmake:17",
+    )
+    assert row(rows, "vllm", Fact.ARCH, "PYTORCH_ROCM_ARCH, split on semicolon").where == (
+        "cmake/utils.cmake:474"
+    )
+
+
 def test_aiters_facts_are_read_in_what_its_setup_runs() -> None:
     """aiter's setup.py reads GPU_ARCHS in a module it imports, and runs a shell script
     that pip-installs amd-triton: preflight follows both, and the 7.0.2 pins answer each."""
@@ -118,7 +139,8 @@ def test_aiters_facts_are_read_in_what_its_setup_runs() -> None:
 
 def test_a_fetch_in_a_script_the_build_runs_must_be_answered() -> None:
     rows = check(delete_toml(pins_702(), ["sources", "aiter", "skipped_fetches"]), TREES_702)
-    assert [(r.upstream, r.verdict) for r in rows if r.fact is Fact.FETCH] == [
+    fetches = [r for r in rows if r.source == "aiter" and r.fact is Fact.FETCH]
+    assert [(r.upstream, r.verdict) for r in fetches] == [
         (".github/scripts/install_triton.sh:pip:amd-triton", Verdict.MISMATCH),
         ("setup.py:pip:flydsl==0.1.6", Verdict.MISMATCH),
     ]

@@ -161,7 +161,9 @@ def _upstream(source: pins.GitSource, real: pins.Pins) -> dict[str, str]:
     listed = tomli.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
     owner_repo = source.repo.removeprefix("https://github.com/")
     files = {
-        entry["path"]: (UPSTREAM / owner_repo / entry["path"]).read_text()
+        entry["path"]: (UPSTREAM / f"{owner_repo}@{entry['at']}" / entry["path"]).read_text()
+        if "at" in entry
+        else (UPSTREAM / owner_repo / entry["path"]).read_text()
         for entry in listed
         # a commit pinned by its short id, as published, is the one it begins
         if entry["repo"] == source.repo

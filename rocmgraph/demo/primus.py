@@ -96,6 +96,8 @@ ENV DEBIAN_FRONTEND=noninteractive \\
     PATH=/opt/venv/bin:$PATH
 WORKDIR /workspace
 # One RUN, so that the devel tree's hard links and the files they share sit in one layer.
+# aiter's setup.py uninstalls triton in any build but `setup.py develop` (it runs in pip's
+# metadata step too): the torch stack's triton goes back in after, as rocm/primus has it.
 RUN --mount=type=bind,target=/tmp/primus \\
     python3 -m venv /opt/venv \\
     && pip install --no-index --no-cache-dir --disable-pip-version-check /tmp/primus/wheels/*.whl \\
@@ -105,7 +107,9 @@ RUN --mount=type=bind,target=/tmp/primus \\
     && cd /tmp/primus/leftovers && find . -type f -exec install -D -m 644 {{}} /{{}} ';' \\
     && cd /workspace && {aiter_env} pip install --no-index --no-cache-dir \\
         --disable-pip-version-check --no-build-isolation --use-pep517 --no-deps \\
-        --editable /workspace/aiter
+        --editable /workspace/aiter \\
+    && pip install --no-index --no-cache-dir --disable-pip-version-check --no-deps \\
+        --force-reinstall /tmp/primus/wheels/triton-*.whl
 CMD ["/bin/bash"]
 """
 

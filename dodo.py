@@ -15,6 +15,7 @@ from typing import Any
 import stages
 from rocmgraph.cli import tasks
 from rocmgraph.cli.reporter import usage_exit
+from rocmgraph.cli.variables import Variables, command_line, hosts, seconds
 from rocmgraph.common.errors import UsageError
 from rocmgraph.graph.invocation import Options
 
@@ -23,16 +24,16 @@ TASKS = tasks.Tasks(stages.graph())
 TASKS.on_interrupt()
 
 
-def _variables() -> tasks.Variables:
+def _variables() -> Variables:
     # Every creator starts here: a wrong variable (unknown, or a value such as
     # arch=gfx943 or force=maybe) ends the run with exit 3 before any task is made.
     try:
-        return tasks.Variables.checked(tasks.command_line(sys.argv[1:]))
+        return Variables.checked(command_line(sys.argv[1:]))
     except UsageError as error:
         usage_exit(error)
 
 
-def _options(variables: tasks.Variables) -> Options:
+def _options(variables: Variables) -> Options:
     return tasks.resolve(
         Options(
             pins=variables.text("pins"),
@@ -41,11 +42,11 @@ def _options(variables: tasks.Variables) -> Options:
             network=variables.text("network"),
             profile=variables.text("profile"),
             commit_tag=variables.text("commit_tag", "DEV"),
-            wait=tasks.seconds("wait", variables.text("wait")),
+            wait=seconds("wait", variables.text("wait")),
             cache=variables.text("cache"),
             cache_required=variables.flag("cache_required"),
             push=variables.flag("push"),
-            builders=tasks.hosts(variables.text("builders")),
+            builders=hosts(variables.text("builders")),
             builder=variables.text("builder"),
             compile_cache=variables.text("compile_cache"),
             progress=variables.text("progress", "auto"),

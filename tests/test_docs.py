@@ -11,7 +11,7 @@ from test_layers import FOLDERS
 
 import stages
 from rocmgraph.build import dockerfiles
-from rocmgraph.cli.tasks import Variables
+from rocmgraph.cli.variables import Variables
 from rocmgraph.commands import docs
 from rocmgraph.graph.invocation import Options, Run
 

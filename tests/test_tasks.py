@@ -20,7 +20,7 @@ from test_plan import SetEngine
 
 import stages
 from rocmgraph.build import execute
-from rocmgraph.cli import tasks
+from rocmgraph.cli import tasks, variables
 from rocmgraph.common.errors import GraphToolError, VariableError, cut
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
@@ -193,7 +193,7 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
 def test_a_wrong_variable_is_one_exact_line(case: str) -> None:
     given, message = BAD_VARIABLES[case]
     with pytest.raises(VariableError) as caught:
-        tasks.Variables.checked(given)
+        variables.Variables.checked(given)
     assert str(caught.value) == message
 
 
@@ -201,50 +201,50 @@ def test_a_wrong_variable_is_one_exact_line(case: str) -> None:
 def test_a_flag_takes_its_six_words_in_any_case(word: str) -> None:
     on = word in ("1", "true", "yes")
     for spelling in {word, word.upper(), word.title()}:
-        assert tasks.Variables.checked({"force": spelling}).flag("force") is on
+        assert variables.Variables.checked({"force": spelling}).flag("force") is on
 
 
 @given(st.text())
 def test_no_other_flag_value_is_guessed(value: str) -> None:
-    if value.lower() in tasks.FLAG_WORDS:
-        assert tasks.flag("dry", value) is (value.lower() in ("1", "true", "yes"))
+    if value.lower() in variables.FLAG_WORDS:
+        assert variables.flag("dry", value) is (value.lower() in ("1", "true", "yes"))
         return
     with pytest.raises(VariableError) as caught:
-        tasks.flag("dry", value)
+        variables.flag("dry", value)
     assert str(caught.value).startswith(f"dry={cut(value)}: not a flag; ")
     assert len(str(caught.value).splitlines()) == 1
 
 
 def test_absent_flags_are_off_and_values_are_read_as_given() -> None:
-    variables = tasks.Variables.checked({"arch": "gfx950", "to": "v1.2"})
-    assert (variables.flag("force"), variables.flag("dry"), variables.flag("locked")) == (
+    given = variables.Variables.checked({"arch": "gfx950", "to": "v1.2"})
+    assert (given.flag("force"), given.flag("dry"), given.flag("locked")) == (
         False,
         False,
         False,
     )
-    assert (variables.text("arch"), variables.text("to"), variables.text("format", "text")) == (
+    assert (given.text("arch"), given.text("to"), given.text("format", "text")) == (
         "gfx950",
         "v1.2",
         "text",
     )
     with pytest.raises(KeyError):
-        variables.text("archs")  # reading a variable the table lacks is a bug
+        given.text("archs")  # reading a variable the table lacks is a bug
 
 
 def test_the_variables_are_the_ones_doit_read() -> None:
     argv = ["plan", "arch=gfx942", "x=a=b", "--db-file=other.db"]
     doit_cmd.reset_vars()
     try:
-        assert tasks.command_line(argv) == {}  # doit has read none of them yet
+        assert variables.command_line(argv) == {}  # doit has read none of them yet
         assert doit_cmd.DoitMain().process_args(argv) == ["plan", "--db-file=other.db"]
-        assert tasks.command_line(argv) == {"arch": "gfx942", "x": "a=b"}
+        assert variables.command_line(argv) == {"arch": "gfx942", "x": "a=b"}
     finally:
         doit_cmd.reset_vars()
 
 
 def test_every_variable_is_documented() -> None:
     commands = (ROOT / "docs" / "commands.md").read_text()
-    assert [name for name in tasks.VARIABLES if f"`{name}=" not in commands] == []
+    assert [name for name in variables.VARIABLES if f"`{name}=" not in commands] == []
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,8 @@ from rocmgraph.cli.variables import Variables, command_line, hosts, seconds
 from rocmgraph.common.errors import UsageError
 from rocmgraph.graph.invocation import Options
 
-DOIT_CONFIG = tasks.DOIT_CONFIG
 TASKS = tasks.Tasks(stages.graph())
+DOIT_CONFIG = TASKS.doit_config()
 TASKS.on_interrupt()
 
 

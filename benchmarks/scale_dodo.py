@@ -9,5 +9,6 @@ import dodo
 from rocmgraph.cli.tasks import Tasks
 
 dodo.TASKS = Tasks(graph(int(os.environ.get(STAGES_ENV, "200"))))
+dodo.DOIT_CONFIG = dodo.TASKS.doit_config()
 
 from dodo import *  # noqa: E402, F403  (doit reads the task_* functions of this module)

@@ -11,6 +11,7 @@ from servers import closed_url
 
 import stages
 from rocmgraph.build import execute
+from rocmgraph.build.session import Session
 from rocmgraph.common.errors import CacheError
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
@@ -30,8 +31,9 @@ def test_a_cache_that_does_not_answer_is_said_once_and_counts_as_empty(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run, outside, cache = run_with(tmp_path)
-    assert not execute.is_cached(run, outside, "base")
-    assert not execute.is_cached(run, outside, "vllm")
+    session = Session()
+    assert not execute.is_cached(run, outside, session, "base")
+    assert not execute.is_cached(run, outside, session, "vllm")
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith(f"warning: the stage cache {cache} does not answer (GET http://")
@@ -41,7 +43,7 @@ def test_a_cache_that_does_not_answer_is_said_once_and_counts_as_empty(
 def test_cache_required_fails_the_run_when_the_cache_does_not_answer(tmp_path: Path) -> None:
     run, outside, cache = run_with(tmp_path, required=True)
     with pytest.raises(CacheError) as caught:
-        execute.is_cached(run, outside, "base")
+        execute.is_cached(run, outside, Session(), "base")
     url = f"http://{cache.split('/')[0]}/v2/{cache.split('/', 1)[1]}/verl-rocm/base/manifests/"
     assert str(caught.value) == (
         f"the stage cache {cache} does not answer (GET {url}{run.keys['base'].key}: cannot "

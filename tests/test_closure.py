@@ -10,6 +10,7 @@ from conftest import ROOT
 
 import stages
 from rocmgraph.build.execute import secret_texts
+from rocmgraph.build.session import Session
 from rocmgraph.commands import imageaudit
 from rocmgraph.commands.imageaudit import Package
 from rocmgraph.common.errors import LockError
@@ -334,7 +335,7 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     monkeypatch.setattr(execute, "rebuild", lambda *args, **kwargs: "")  # fetched nothing
     monkeypatch.setattr(execute, "is_built", lambda *args: False)
     with pytest.raises(Killed):
-        lock._lock_closures(run, outside, closure.lock_path(str(pins)))
+        lock._lock_closures(run, outside, Session(), closure.lock_path(str(pins)))
     first = run.graph.order[0]
     assert engine.tags == [(f"verl-rocm/{first}:lock-{run.open_keys[first].short}", run.ref(first))]
     key = run.keys[first]

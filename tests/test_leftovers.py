@@ -22,10 +22,11 @@ def test_what_dead_runs_left_is_swept_once_and_nothing_else(tmp_path: Path) -> N
     (folder / f"{dead}-torch.whl.x1y2").write_text("half a wheel")
     (folder / f"{os.getppid()}-sglang-def").mkdir()  # pytest's parent: a live run
     (folder / "notes").write_text("not a run's")
-    assert leftovers.scratch(folder) == folder
+    sweeper = leftovers.Sweeper()
+    assert sweeper.scratch(folder) == folder
     assert sorted(p.name for p in folder.iterdir()) == [f"{os.getppid()}-sglang-def", "notes"]
     (folder / f"{dead}-later").mkdir()
-    leftovers.scratch(folder)  # swept once per run: what a run makes meanwhile is its own
+    sweeper.scratch(folder)  # swept once per owner: what a run makes meanwhile is its own
     assert (folder / f"{dead}-later").is_dir()
 
 
@@ -34,13 +35,14 @@ def test_threads_that_ask_for_a_fresh_folder_at_once_each_get_it_made(tmp_path: 
     on before the first has made the folder (it did, one round in ten, before the fix)."""
     for round_ in range(100):
         folder = tmp_path / str(round_) / "secrets"
-        start, made = threading.Barrier(4), list[bool]()
+        start, made, sweeper = threading.Barrier(4), list[bool](), leftovers.Sweeper()
 
         def ask(
-            folder: Path = folder, start: threading.Barrier = start, made: list[bool] = made
-        ) -> None:
+            folder: Path = folder, start: threading.Barrier = start, made: list[bool] = made,
+            sweeper: leftovers.Sweeper = sweeper,
+        ) -> None:  # fmt: skip
             start.wait()
-            made.append(leftovers.scratch(folder).is_dir())
+            made.append(sweeper.scratch(folder).is_dir())
 
         threads = [threading.Thread(target=ask) for _ in range(4)]
         for thread in threads:

@@ -12,6 +12,7 @@ from test_plan import SetEngine
 import stages
 from rocmgraph.build import dockerfiles
 from rocmgraph.build.execute import _SCRATCH, _Builds, solve_recipe
+from rocmgraph.build.session import Session
 from rocmgraph.common.errors import GraphToolError
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.dag import Stage, make_graph
@@ -175,7 +176,8 @@ class Layered(SetEngine):
 
 
 def builds_of(run: Run, engine: SetEngine, tmp_path: Path) -> _Builds:
-    return _Builds(run, engine, Outside(logs=tmp_path), "", lambda name, error: None)
+    outside = Outside(logs=tmp_path)
+    return _Builds(run, engine, outside, Session(), where="", tell=lambda name, error: None)
 
 
 def test_a_stage_from_scratch_is_on_no_parent_s_layers(tmp_path: Path) -> None:

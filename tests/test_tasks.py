@@ -20,6 +20,7 @@ from test_plan import SetEngine
 
 import stages
 from rocmgraph.build import execute
+from rocmgraph.build.session import Session
 from rocmgraph.cli import tasks, variables
 from rocmgraph.common.errors import GraphToolError, VariableError, cut
 from rocmgraph.fetch.world import Outside
@@ -379,7 +380,7 @@ def test_a_stage_that_cannot_be_prepared_fails_alone_and_the_others_of_its_solve
     told: dict[str, object] = {}
     names = ["vllm", "sglang", "prune", "slim", "verl", "assemble"]
     with pytest.raises(GraphToolError):
-        execute.build_stages(run, engine, outside, names, done=told.__setitem__)
+        execute.build_stages(run, engine, outside, Session(), names, done=told.__setitem__)
     # assemble needs vLLM's wheel; the stages assemble needs besides vLLM all build
     assert {name: error for name, error in told.items() if error} == {
         "vllm": conflict,
@@ -458,9 +459,9 @@ def test_two_runs_pulling_one_cached_stage_at_once_both_have_it(tmp_path: Path) 
                 if tags.pop(ref, None) is None:
                     raise CommandFailed(["docker", "image", "rm", ref], 1, "No such image")
 
-    daemon, pulled = Daemon(), []
+    daemon, pulled, session = Daemon(), [], Session()
     threads = [
-        threading.Thread(target=lambda: pulled.append(execute._pull(run, daemon, "verl")))  # type: ignore[arg-type]
+        threading.Thread(target=lambda: pulled.append(execute._pull(run, daemon, session, "verl")))  # type: ignore[arg-type]
         for _ in range(2)
     ]
     for thread in threads:

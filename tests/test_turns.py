@@ -20,6 +20,7 @@ from test_plan import SetEngine
 
 import stages
 from rocmgraph.build import execute, turns
+from rocmgraph.build.session import Session
 from rocmgraph.common.engine import BuildJob
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
@@ -161,11 +162,12 @@ def _build_at_once(tmp_path: Path, engine: SlowEngine, *jobs: tuple[str, str]) -
         engine.refs.update(run.ref(parent) for parent in run.graph.ancestors(stage))
 
     raised: list[BaseException] = []
+    session = Session()  # one run's, shared by its threads
 
     def one(index: int, arch: str, stage: str) -> None:
         run = Run(Options(pins=str(pins), arch=arch, hermetic=False), graph)
         try:
-            done[index] = execute.build_stage(run, engine, outside, stage)
+            done[index] = execute.build_stage(run, engine, outside, session, stage)
         except BaseException as exc:  # raised here, with its traceback, not lost in a thread
             raised.append(exc)
 

@@ -20,11 +20,10 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rocmgraph.build import compilecache, records, turns
-from rocmgraph.build.ledger import LEDGER, Entry, Status
-from rocmgraph.build.progress import CONSOLE
+from rocmgraph.build.ledger import Entry, Status
+from rocmgraph.build.session import Session
 from rocmgraph.common import failpoints
 from rocmgraph.common.engine import BuildJob, Engine
 from rocmgraph.common.errors import BuildFailed, CacheError, EngineError, GraphToolError
@@ -36,21 +35,10 @@ from rocmgraph.graph.invocation import Run, check_closures, check_locked
 from rocmgraph.graph.recipe import CCACHE_SECRET, CLOSURE_LINKS, PIP_SECRET
 from rocmgraph.outside import credentials, leftovers
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
-
 # The build argument of each command-line variable a stage takes (as verl's recipe names it).
 BUILD_ARGS = {"commit_tag": "GIT_COMMIT_TAG"}
 KEY_LABEL = "org.verl-rocm-graph.key"  # every stage image says its key; a pull is checked by it
 HERMETIC_LABEL = "org.verl-rocm-graph.hermetic"  # "true": built with the network off
-
-# Shared caches that did not answer in this run: said once, then built past.
-_SILENT: set[str] = set()
-_SILENT_LOCK = threading.Lock()
-# Pushes to the shared cache run in one background thread while later stages build; by the
-# cached ref they push, so a builder that needs one as a parent waits for it.
-_PUSHES: dict[str, Future[None]] = {}
-_PUSHES_LOCK = threading.Lock()
 
 
 def is_built(run: Run, engine: Engine, stage: str) -> bool:
@@ -63,10 +51,10 @@ def is_tagged(run: Run, engine: Engine) -> bool:
     return image is not None and engine.image_id(run.friendly_tag()) == image
 
 
-def is_cached(run: Run, outside: Outside, name: str) -> bool:
+def is_cached(run: Run, outside: Outside, session: Session, name: str) -> bool:
     """Whether the shared cache holds the image of stage ``name`` whole; False without a
     cache, or when it does not answer (said once: the build goes on here)."""
-    if not _cache_answers(run):
+    if not session.answers(run.cache):
         return False
     try:
         return outside.cache_registry.has(run.cached_ref(name))
@@ -82,47 +70,37 @@ def is_cached(run: Run, outside: Outside, name: str) -> bool:
         if needed:
             said = f"the stage cache {run.cache} does not answer ({exc}); {needed}"
             raise CacheError(said) from None
-        if _silence(run):
+        if session.silence(run.cache):
             _warn(f"the stage cache {run.cache} does not answer ({exc}); building here")
         return False
 
 
-def _silence(run: Run) -> bool:
-    """Ask the shared cache nothing more in this run; True the first time (to say why)."""
-    with _SILENT_LOCK:
-        said = run.cache in _SILENT
-        _SILENT.add(run.cache)
-    return not said
-
-
-def is_done(run: Run, engine: Engine, outside: Outside, name: str) -> bool:
+def is_done(run: Run, engine: Engine, outside: Outside, session: Session, name: str) -> bool:
     """Whether stage ``name`` needs nothing from this run: built here, and with a shared
     cache, in the cache (pulled only when a build needs it; a stage built here and not
     shared yet is pushed)."""
     if run.cache:
-        cached = is_cached(run, outside, name)
-        if _cache_answers(run):
+        cached = is_cached(run, outside, session, name)
+        if session.answers(run.cache):
             return cached
     return is_built(run, engine, name)
 
 
-def _cache_answers(run: Run) -> bool:
-    """Whether ``run`` has a shared cache that has not failed to answer in this run."""
-    return bool(run.cache) and run.cache not in _SILENT
-
-
-def ensure_local(run: Run, engine: Engine, outside: Outside, name: str, where: str = "") -> None:
+def ensure_local(
+    run: Run, engine: Engine, outside: Outside, session: Session, name: str, *, where: str = ""
+) -> None:
     """The image of stage ``name`` in ``engine``: there already, pulled from the shared
     cache, or built (its parents made local the same way)."""
     if is_built(run, engine, name):
         return
-    _pushed(run, name)  # built by another builder of this run: shared once its push ends
-    if is_cached(run, outside, name) and _pull(run, engine, name):
+    if run.cache:  # built by another builder of this run: shared once its push ends
+        session.pushed(run.cached_ref(name))
+    if is_cached(run, outside, session, name) and _pull(run, engine, session, name):
         return
-    build_stage(run, engine, outside, name, where)
+    build_stage(run, engine, outside, session, name, where=where)
 
 
-def _pull(run: Run, engine: Engine, name: str) -> bool:
+def _pull(run: Run, engine: Engine, session: Session, name: str) -> bool:
     """Pull stage ``name`` from the cache and tag it as built here; False (said) when the
     pull fails or the image's key label is not the key its tag claims."""
     cached, key = run.cached_ref(name), run.keys[name].key
@@ -140,9 +118,9 @@ def _pull(run: Run, engine: Engine, name: str) -> bool:
     label = engine.labels(image).get(KEY_LABEL, "")
     if label == key:
         engine.tag(image, run.ref(name))
-        known = LEDGER.entries().get(name)
+        known = session.ledger.entries().get(name)
         if known is None or known.status is not Status.BUILT:  # built by another builder: so
-            LEDGER.record(name, Entry(Status.PULLED, key=run.keys[name].short))
+            session.ledger.record(name, Entry(Status.PULLED, key=run.keys[name].short))
     with contextlib.suppress(GraphToolError):  # gone: removed by the other run's pull
         engine.untag(cached)  # the stage's own tag keeps the image
     if label != key:
@@ -153,56 +131,35 @@ def _pull(run: Run, engine: Engine, name: str) -> bool:
     return label == key
 
 
-def _push_soon(run: Run, engine: Engine, name: str) -> None:
+def _push_soon(run: Run, engine: Engine, session: Session, name: str) -> None:
     """Push stage ``name`` in the background, one push at a time: the stages after it build
     meanwhile (``pushes_done`` waits for them all)."""
-    with _PUSHES_LOCK:
-        _PUSHES[run.cached_ref(name)] = _pusher().submit(_push, run, engine, name)
+    session.push_soon(run.cached_ref(name), lambda: _push(run, engine, session, name))
 
 
-def _pushed(run: Run, name: str) -> None:
-    """Wait for this run's push of stage ``name``, if one was begun."""
-    with _PUSHES_LOCK:
-        push = _PUSHES.get(run.cached_ref(name)) if run.cache else None
-    if push is not None:
-        push.result()
-
-
-@functools.cache
-def _pusher() -> ThreadPoolExecutor:
-    """The push thread, made at the first push: a run without a cache never imports it."""
-    # startup: threads only for a build that has solves to run
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="push")
-
-
-def pushes_done(run: Run) -> None:
+def pushes_done(run: Run, session: Session) -> None:
     """Wait for every push begun so far (the image is shared once its run ends)."""
-    with _PUSHES_LOCK:
-        pending = list(_PUSHES.values())
-        _PUSHES.clear()
-    for push in pending:
-        push.result()  # _push says its own failures: none is raised
-    if run.cache and LEDGER.not_shared():
-        CONSOLE.say(f"not shared through {run.cache}: {', '.join(LEDGER.not_shared())}")
+    session.pushes_done()
+    not_shared = session.ledger.not_shared()
+    if run.cache and not_shared:
+        session.console.say(f"not shared through {run.cache}: {', '.join(not_shared)}")
 
 
-def _push(run: Run, engine: Engine, name: str) -> None:
+def _push(run: Run, engine: Engine, session: Session, name: str) -> None:
     """Share what was built; a push that fails fails nothing: it is said once, and the
     cache is not asked again in this run (the next build of the key elsewhere builds it)."""
     cached = run.cached_ref(name)
-    if not _cache_answers(run):
-        LEDGER.shared(name, False)  # the cache stopped answering after this push was begun
+    if not session.answers(run.cache):
+        session.ledger.shared(name, False)  # the cache stopped answering after it was begun
         return
     try:
         engine.tag(run.ref(name), cached)
         engine.push(cached)
-        CONSOLE.say(f"pushed {name} {run.keys[name].short} to {run.cache}")
-        LEDGER.shared(name, True)
+        session.console.say(f"pushed {name} {run.keys[name].short} to {run.cache}")
+        session.ledger.shared(name, True)
     except GraphToolError as exc:
-        LEDGER.shared(name, False)
-        if _silence(run):
+        session.ledger.shared(name, False)
+        if session.silence(run.cache):
             _warn(f"stage {name} was built but not pushed to {run.cache} ({exc}); pushing "
                   "nothing more in this run")  # fmt: skip
     finally:
@@ -214,10 +171,12 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def build_stage(run: Run, engine: Engine, outside: Outside, name: str, where: str = "") -> bool:
+def build_stage(
+    run: Run, engine: Engine, outside: Outside, session: Session, name: str, *, where: str = ""
+) -> bool:
     """Build stage ``name`` on ``engine`` (the builder named ``where``, if one of several)
     unless its image exists there; True when it built."""
-    return name in build_stages(run, engine, outside, (name,), where=where)
+    return name in build_stages(run, engine, outside, session, (name,), where=where)
 
 
 # How a stage a build had to make ended: None when it was built.
@@ -228,6 +187,7 @@ def build_stages(
     run: Run,
     engine: Engine,
     outside: Outside,
+    session: Session,
     names: Sequence[str],
     *,
     where: str = "",
@@ -241,12 +201,14 @@ def build_stages(
     if run.options.locked:
         check_locked(run)
     for name in [name for name in names if is_built(run, engine, name)]:
-        if _cache_answers(run) and not is_cached(run, outside, name):
-            _push_soon(run, engine, name)  # built before the cache was set, or a push failed
-    todo = to_build(run, engine, outside, names)
+        if session.answers(run.cache) and not is_cached(run, outside, session, name):
+            _push_soon(run, engine, session, name)  # built before the cache was set, or unpushed
+    todo = to_build(run, engine, outside, session, names)
     if run.options.hermetic or run.options.locked:
         check_closures(run, todo)
-    builds = _Builds(run, engine, outside, where, done or (lambda name, error: None))
+    builds = _Builds(
+        run, engine, outside, session, where=where, tell=done or (lambda name, error: None)
+    )
     with contextlib.ExitStack() as held:
         # One build of a stage key at a time, among all runs that share this state directory
         # (its context folder is named by the key): a second run waits, then finds it built.
@@ -273,7 +235,9 @@ def _with_parents(run: Run, names: Sequence[str]) -> set[str]:
     return {*names, *(parent for name in names for parent in run.graph[name].parents)}
 
 
-def to_build(run: Run, engine: Engine, outside: Outside, names: Sequence[str]) -> list[str]:
+def to_build(
+    run: Run, engine: Engine, outside: Outside, session: Session, names: Sequence[str]
+) -> list[str]:
     """Those of ``names`` whose image ``engine`` lacks, and the parents they need that are
     neither there nor in the shared cache (a parent another builder of this run pushes
     counts once pushed), in build order."""
@@ -287,8 +251,9 @@ def to_build(run: Run, engine: Engine, outside: Outside, names: Sequence[str]) -
         for parent in run.graph[name].parents:
             if parent in found or is_built(run, engine, parent):
                 continue
-            _pushed(run, parent)
-            if not is_cached(run, outside, parent):
+            if run.cache:
+                session.pushed(run.cached_ref(parent))
+            if not is_cached(run, outside, session, parent):
                 todo.append(parent)
     return [name for name in run.graph.order if name in found]
 
@@ -298,11 +263,13 @@ class _Builds:
     error of each stage that failed (its own, or that of the stage it waited for)."""
 
     def __init__(
-        self, run: Run, engine: Engine, outside: Outside, where: str, tell: Outcome
-    ) -> None:
+        self, run: Run, engine: Engine, outside: Outside, session: Session, *, where: str,
+        tell: Outcome,
+    ) -> None:  # fmt: skip
         self.run, self.engine, self.outside, self.where, self.tell = (
             run, engine, outside, where, tell
         )  # fmt: skip
+        self.session = session
         self.built: set[str] = set()
         self.failed: dict[str, GraphToolError] = {}
         # The stages whose image holds their own files alone (a source stage's /dist, prune's
@@ -324,11 +291,11 @@ class _Builds:
         for name in wave:
             key = run.keys[name]
             records.begin(run.records_dir, name, key.key, key.inputs)  # before its tag can exist
-            LEDGER.start(name, key.short, last_seconds(run, name), self.where)
+            self.session.ledger.start(name, key.short, last_seconds(run, name), self.where)
         errors: dict[str, GraphToolError] = {}
         sealed = run.sealed(wave[0]) is not None  # a wave is sealed or not throughout (waves)
         with (
-            _StageLogs(self.outside.logs, run, wave) as logs,
+            _StageLogs(self.outside.logs, run, wave, self.session) as logs,
             _secrets(run, sealed=sealed) as (secrets, hide),
         ):
             router = solve.Router(owners, logs.tell)
@@ -394,7 +361,7 @@ class _Builds:
         missing: dict[str, GraphToolError] = {}  # a parent from outside, each made local once
         for parent in dict.fromkeys(p for n in wave for p in run.graph[n].parents if p not in wave):
             try:
-                ensure_local(run, engine, self.outside, parent, self.where)
+                ensure_local(run, engine, self.outside, self.session, parent, where=self.where)
             except GraphToolError as exc:
                 missing[parent] = exc
             images[parent] = run.ref(parent)
@@ -429,10 +396,10 @@ class _Builds:
         for name in tagged:
             key = run.keys[name]
             records.save(run.records_dir, name, key.key, key.inputs, seconds=self._seconds[name])
-            if _cache_answers(run):
-                _push_soon(run, self.engine, name)
+            if self.session.answers(run.cache):
+                _push_soon(run, self.engine, self.session, name)
             elif run.cache:
-                LEDGER.shared(name, False)  # the cache stopped answering: built, and kept here
+                self.session.ledger.shared(name, False)  # the cache stopped answering: kept here
             self.tell(name, None)
 
     def _built(self, name: str, seconds: float, logs: _StageLogs) -> None:
@@ -443,7 +410,7 @@ class _Builds:
         entry = Entry(
             Status.BUILT, seconds, self.where, str(compiled or ""), key=key.short, network=network
         )
-        LEDGER.record(name, entry)
+        self.session.ledger.record(name, entry)
         self.built.add(name)
 
     def _failed(
@@ -461,7 +428,7 @@ class _Builds:
                 name, error.returncode, logs.last(name), logs.path(name)
             )
         key = self.run.keys[name].short
-        LEDGER.record(name, Entry(Status.FAILED, seconds, self.where, key=key))
+        self.session.ledger.record(name, Entry(Status.FAILED, seconds, self.where, key=key))
         self._fail(name, error)
 
     def _left(self, wave: tuple[str, ...], failed: Mapping[str, GraphToolError]) -> tuple[str, ...]:
@@ -543,10 +510,11 @@ class _StageLogs:
     """The log of each stage of a solve, which its Router tells the stage's lines (and the
     console, through the ledger); the last lines of each, for an error."""
 
-    def __init__(self, folder: Path, run: Run, wave: Sequence[str]) -> None:
+    def __init__(self, folder: Path, run: Run, wave: Sequence[str], session: Session) -> None:
         # startup: only a failed build reads its log
         from rocmgraph.outside.docker import TAIL, log_file
 
+        self.session = session
         self._paths = {name: log_file(folder, name, run.keys[name].key) for name in wave}
         self._files = {name: path.open("w", encoding="utf-8") for name, path in self._paths.items()}
         self._tails: dict[str, deque[str]] = {name: deque(maxlen=TAIL) for name in wave}
@@ -568,7 +536,7 @@ class _StageLogs:
             self._tails[stage].append(line)
             if done:
                 self._seconds[stage] += float(done.group(1))
-        LEDGER.saw(stage, line)
+        self.session.ledger.saw(stage, line)
 
     def seconds(self, stage: str) -> float:
         """The time of the stage's own steps, wherever they ran: the builds of one solve end
@@ -670,7 +638,14 @@ def _job(
 
 
 def rebuild(
-    run: Run, engine: Engine, outside: Outside, name: str, tag: str, *, report: bool = False
+    run: Run,
+    engine: Engine,
+    outside: Outside,
+    session: Session,
+    name: str,
+    *,
+    tag: str,
+    report: bool = False,
 ) -> list[str]:
     """Build stage ``name`` again, every step run anew, tagged ``tag`` (its parents as they
     are): what `doit verify stage=` compares with the image of its key. ``report``: pip
@@ -681,7 +656,7 @@ def rebuild(
 
     images = {}
     for parent in run.graph[name].parents:
-        ensure_local(run, engine, outside, parent)
+        ensure_local(run, engine, outside, session, parent)
         images[parent] = run.ref(parent)
     recipe, _ = solve_recipe(run, engine, (name,), images)
     # this run's own folder: two verifications of one stage at once must not share one
@@ -706,7 +681,8 @@ def private_files(texts: Mapping[str, str], folder: Path) -> Iterator[dict[str, 
     build context), for one build only. A run killed before it could remove its files
     leaves them behind: each new one first removes those of runs that are gone (by the
     pid in the folder's name), never a live run's."""
-    folder = leftovers.scratch(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    leftovers.sweep(folder)  # each build: a handful of entries, and a sweep is idempotent
     with tempfile.TemporaryDirectory(prefix=owned("secrets"), dir=folder) as scratch:
         files = {}
         for name, text in texts.items():
@@ -743,16 +719,16 @@ def labels(run: Run, name: str) -> dict[str, str]:
     return found
 
 
-def tag_final(run: Run, engine: Engine, outside: Outside) -> str:
+def tag_final(run: Run, engine: Engine, outside: Outside, session: Session) -> str:
     """Tag the final stage's image with the image's friendly name (pulled from the shared
     cache first, if only the cache has it); that name."""
-    ensure_local(run, engine, outside, run.graph.final)
-    pushes_done(run)  # what the run built is shared before it says the image is done
+    ensure_local(run, engine, outside, session, run.graph.final)
+    pushes_done(run, session)  # what the run built is shared before it says the image is done
     alias = run.friendly_tag()
     engine.tag(run.ref(run.graph.final), alias)
     if run.options.push and run.cache:
         shared = f"{run.cache}/{alias}"
         engine.tag(alias, shared)
         engine.push(shared)  # asked for: a failure fails the run
-        CONSOLE.say(f"pushed {alias} to {shared}")
+        session.console.say(f"pushed {alias} to {shared}")
     return alias

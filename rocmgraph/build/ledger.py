@@ -1,9 +1,9 @@
 """What becomes of each stage in this run, in one place: the console's views (rocmgraph.
 progress), the run's last words and ``.build/run.json`` all read it.
 
-A doit process builds one image, so its ledger is one per process (``LEDGER``);
-threads building stages at once (``doit -n N``) write to it under a lock, and
-whoever watches it hears of each change after the lock is let go.
+One run has one ledger, on its session (rocmgraph.build.session); threads building
+stages at once (``doit -n N``) write to it under a lock, and whoever watches it hears of
+each change after the lock is let go.
 """
 
 from __future__ import annotations
@@ -173,5 +173,3 @@ class Ledger:
 
 
 _REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key", "network"}
-
-LEDGER = Ledger()

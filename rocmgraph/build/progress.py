@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from rocmgraph.build.ledger import LEDGER, Entry, Ledger, Status, step_of
+from rocmgraph.build.ledger import Entry, Ledger, Status, step_of
 from rocmgraph.graph.estimate import duration
 
 MODES = ("auto", "plain", "quiet")
@@ -218,7 +218,8 @@ Sizes = Callable[[str], "int | None"]  # an image's size, by ref; None if the en
 
 
 class Console:
-    """The one console of a doit process: opened by the first build, ended by the reporter."""
+    """The console of one run (its session's): opened by the first build, ended by the
+    reporter."""
 
     def __init__(self, ledger: Ledger, out: TextIO | None = None) -> None:
         self.ledger = ledger
@@ -299,6 +300,3 @@ def summary(ledger: Ledger, refs: Mapping[str, str], sizes: Sizes) -> list[str]:
         lines.append(f"image {final.alias} ({size(sizes(final.alias))}) = {final.ref}")
         lines.append(f"its manifest: {final.manifest} in the image; this run: {final.report}")
     return lines
-
-
-CONSOLE = Console(LEDGER)

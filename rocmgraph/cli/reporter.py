@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
 
-from rocmgraph.build.progress import CONSOLE
+from rocmgraph.build.progress import Console
 from rocmgraph.common.errors import GraphToolError, Unchecked, UsageError
 
 
@@ -85,8 +85,9 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
         if not (task.meta or {}).get("quiet"):
             super().skip_uptodate(task)
 
-    def __init__(self, outstream: Any, options: Any) -> None:
+    def __init__(self, outstream: Any, options: Any, console: Console) -> None:
         super().__init__(outstream, options)
+        self.console = console  # the run's: its view ends before the errors are said
         self.usage = False
         self.errors: list[str] = []  # said after the build's summary, where they are seen
 
@@ -98,7 +99,7 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
         super().add_failure(task, fail)
 
     def complete_run(self) -> None:
-        CONSOLE.end()
+        self.console.end()
         for error in self.errors:
             sys.stderr.write(error)
         sys.stderr.flush()

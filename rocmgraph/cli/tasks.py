@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 # patch_status, plan) are imported by the action that runs them: doit imports this module on
 # every invocation, and a no-op build should not pay for what it never runs.
 from rocmgraph.build import execute, progress
-from rocmgraph.build.ledger import LEDGER, Entry, Final, Status
-from rocmgraph.build.progress import CONSOLE
+from rocmgraph.build.ledger import Entry, Final, Status
+from rocmgraph.build.session import Session
 from rocmgraph.cli.doitdb import DOIT_DB, usable_doit_db
 from rocmgraph.cli.reporter import Reporter, guarded
 from rocmgraph.cli.variables import check_format
@@ -53,14 +53,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 Task = dict[str, Any]
-
-DOIT_CONFIG: dict[str, Any] = {
-    "default_tasks": ["plan"],
-    "reporter": Reporter,
-    "par_type": "thread",  # stages build in docker; threads only wait on it
-    "verbosity": 2,  # stream build logs as they come
-    "subtasks": True,  # `doit list` shows build:<stage> and dockerfile:<stage> too
-}
 
 
 def resolve(options: Options) -> Options:
@@ -116,6 +108,7 @@ class Tasks:
 
     def __init__(self, graph: Graph, doit_db: Path = Path(DOIT_DB)) -> None:
         self.graph = graph
+        self.session = Session()  # this run's ledger, console, silent caches and pushes
         self._solve: dict[str, Future[bool]] | None = None  # the run's solve, once begun
         self._solve_lock = threading.Lock()
         self.interrupted = False
@@ -126,6 +119,16 @@ class Tasks:
         self._outside: dict[Options, Outside] = {}
         self._demos: dict[str, demo_profile.Demo] = {}
         self._asked: set[Options] = set()  # runs whose images the engine was asked of at once
+
+    def doit_config(self) -> dict[str, Any]:
+        """dodo.py's DOIT_CONFIG: the reporter ends this run's console."""
+        return {
+            "default_tasks": ["plan"],
+            "reporter": Reporter(sys.stdout, {"failure_verbosity": 0}, self.session.console),
+            "par_type": "thread",  # stages build in docker; threads only wait on it
+            "verbosity": 2,  # stream build logs as they come
+            "subtasks": True,  # `doit list` shows build:<stage> and dockerfile:<stage> too
+        }
 
     # ------------------------------------------------------------ shared state
 
@@ -173,7 +176,7 @@ class Tasks:
             outside = self.outside(options)
 
             def cached(stage: str) -> bool:
-                return execute.is_cached(run, outside, stage)
+                return execute.is_cached(run, outside, self.session, stage)
 
             made = plan.make_plan(run, outside.engine, references, builders, cached)
             print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
@@ -191,7 +194,8 @@ class Tasks:
             from rocmgraph.commands import lock
 
             run, outside = self.run(options), self.outside(options)
-            _show(lock.lock_closures(run, outside) if closures else lock.run_lock(run, outside))
+            locking = lock.lock_closures(run, outside, self.session) if closures else None
+            _show(locking or lock.run_lock(run, outside))
 
         task: Task = {
             "doc": "record what only the network knows: wheel files and sha256, full commits, "
@@ -335,7 +339,7 @@ class Tasks:
             run = self.run(options)
             if stage:
                 _in_profile(run, stage)
-                differences = verify.check_stage(run, self.outside(options), stage)
+                differences = verify.check_stage(run, self.outside(options), self.session, stage)
                 print(verify.stage_text(stage, differences))
                 verify.stage_verdict(stage, differences)
                 return
@@ -452,12 +456,14 @@ class Tasks:
                     # engine, and a run whose push failed had tagged it here already
                     done = execute.is_tagged(run, engine) and not (options.push and run.cache)
                     if done:
-                        LEDGER.final = _final(run)
+                        self.session.ledger.final = _final(run)
                     return done
-                done = execute.is_done(run, engine, self.outside(options), stage)
+                done = execute.is_done(run, engine, self.outside(options), self.session, stage)
                 if done:
                     here = execute.is_built(run, engine, stage)
-                    LEDGER.record(stage, Entry(Status.REUSED if here else Status.CACHED))
+                    self.session.ledger.record(
+                        stage, Entry(Status.REUSED if here else Status.CACHED)
+                    )
                 return done
             except GraphToolError:
                 return False  # the action runs and reports the error in one line
@@ -489,19 +495,21 @@ class Tasks:
         try:
             if run.options.builders:
                 with self._engine_for(run, outside, stage) as (engine, builder):
-                    built = execute.build_stage(run, engine, outside, stage, builder)
+                    built = execute.build_stage(
+                        run, engine, outside, self.session, stage, where=builder
+                    )
             else:
                 built = self._solved(run, outside, stage)
         except GraphToolError:
-            known = LEDGER.entries().get(stage)
+            known = self.session.ledger.entries().get(stage)
             if known is None or known.status is not Status.FAILED:  # failed before its build
                 seconds, key = time.monotonic() - started, run.keys[stage].short
-                LEDGER.record(stage, Entry(Status.FAILED, seconds, builder, key=key))
+                self.session.ledger.record(stage, Entry(Status.FAILED, seconds, builder, key=key))
             if self.interrupted:  # the interrupt stopped it: said already, in one line
                 return
             raise
         if not built:
-            LEDGER.record(stage, Entry(Status.REUSED, key=run.keys[stage].short))
+            self.session.ledger.record(stage, Entry(Status.REUSED, key=run.keys[stage].short))
 
     def _solved(self, run: Run, outside: Outside, stage: str) -> bool:
         """Whether stage ``stage`` was built, in the run's solve: the first stage doit must
@@ -512,7 +520,7 @@ class Tasks:
                 self._solve = self._start_solve(run, outside, stage)
             future = self._solve.get(stage)
         if future is None:
-            return execute.build_stage(run, outside.engine, outside, stage)
+            return execute.build_stage(run, outside.engine, outside, self.session, stage)
         return future.result()
 
     def _start_solve(self, run: Run, outside: Outside, stage: str) -> dict[str, Future[bool]]:
@@ -522,9 +530,9 @@ class Tasks:
         targets = [
             target
             for target in requested(sys.argv[1:], run.graph)
-            if not execute.is_done(run, engine, outside, target)
+            if not execute.is_done(run, engine, outside, self.session, target)
         ]
-        todo = execute.to_build(run, engine, outside, [stage, *targets])
+        todo = execute.to_build(run, engine, outside, self.session, [stage, *targets])
         futures: dict[str, Future[bool]] = {name: Future() for name in todo}
 
         def done(name: str, error: GraphToolError | None) -> None:
@@ -538,7 +546,7 @@ class Tasks:
 
         def solve() -> None:
             try:
-                execute.build_stages(run, engine, outside, todo, done=done)
+                execute.build_stages(run, engine, outside, self.session, todo, done=done)
             except BaseException as exc:  # each stage's task raises it
                 for name, future in futures.items():
                     if future.done():
@@ -556,7 +564,7 @@ class Tasks:
 
     def _watch(self, run: Run, outside: Outside) -> None:
         """Open the console's view at the first build (a no-op opens none)."""
-        if CONSOLE.view is not None:
+        if self.session.console.view is not None:
             return
         engine = outside.engine
         expected = {}
@@ -564,9 +572,11 @@ class Tasks:
             seconds = execute.last_seconds(run, name)
             if seconds and not execute.is_built(run, engine, name):
                 expected[name] = seconds
-        LEDGER.stages = len(run.graph.order)
+        self.session.ledger.stages = len(run.graph.order)
         refs = {name: run.ref(name) for name in run.graph.order}
-        CONSOLE.begin(run.options.progress, expected, refs, _sizes(outside, refs.values()))
+        self.session.console.begin(
+            run.options.progress, expected, refs, _sizes(outside, refs.values())
+        )
 
     @contextlib.contextmanager
     def _engine_for(self, run: Run, outside: Outside, stage: str) -> Iterator[tuple[Engine, str]]:
@@ -593,9 +603,9 @@ class Tasks:
 
         def interrupted(signum: int, frame: object) -> None:
             self.interrupted = True
-            entries = LEDGER.entries().items()
+            entries = self.session.ledger.entries().items()
             stages = sorted(name for name, entry in entries if entry.status is Status.BUILDING)
-            CONSOLE.stop()  # the terminal is the shell's again
+            self.session.console.stop()  # the terminal is the shell's again
             proc.interrupt_all()
             what = (
                 f"stopped while building {', '.join(stages)}; only a build that finished is tagged"
@@ -612,11 +622,11 @@ class Tasks:
         run = self.run(options)
         outside = self.outside(options)
         self._watch(run, outside)
-        alias = execute.tag_final(run, outside.engine, outside)
-        CONSOLE.say(f"tagged {alias} = {run.ref(run.graph.final)}")
-        LEDGER.final = _final(run)
+        alias = execute.tag_final(run, outside.engine, outside, self.session)
+        self.session.console.say(f"tagged {alias} = {run.ref(run.graph.final)}")
+        self.session.ledger.final = _final(run)
         sealed = all(run.sealed(name) is not None for name in run.graph.order)
-        LEDGER.write(run.state_dir / "run.json", run.cache, sealed)
+        self.session.ledger.write(run.state_dir / "run.json", run.cache, sealed)
 
 
 def _built_meanwhile(run: Run, engine: Engine, name: str) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocmgraph.build import execute, records, turns
+from rocmgraph.build.session import Session
 from rocmgraph.common import failpoints
 from rocmgraph.common.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.config.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
@@ -204,7 +205,7 @@ def run_lock(run: Run, outside: Outside) -> Answer:
     return Answer(lines)
 
 
-def lock_closures(run: Run, outside: Outside) -> Answer:
+def lock_closures(run: Run, outside: Outside, session: Session) -> Answer:
     """`doit lock closures=1`: each stage whose key has no closure in the lock file is built
     with the network, every step anew, and what pip and apt report fetching becomes its
     closure; every file of it is downloaded into the store and checked against its sha256.
@@ -217,10 +218,10 @@ def lock_closures(run: Run, outside: Outside) -> Answer:
     # locked and builds nothing again (each would build every stage, and save its own view).
     me = turns.Holder.me(",".join(run.archs), f"locks closures into {path.name}")
     with turns.held(run.state_dir / "turns" / f"closures-{path.name}", me, run.options.wait):
-        return _lock_closures(run, outside, path)
+        return _lock_closures(run, outside, session, path)
 
 
-def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
+def _lock_closures(run: Run, outside: Outside, session: Session, path: Path) -> Answer:
     engine = outside.docker
     lock = closure.load(path)
     found = dict(lock.closures)
@@ -233,7 +234,7 @@ def _lock_closures(run: Run, outside: Outside, path: Path) -> Answer:
         tag = f"{run.namespace}/{name}:lock-{key[:12]}"
         started = time.monotonic()
         try:
-            output = execute.rebuild(run, engine, outside, name, tag, report=True)
+            output = execute.rebuild(run, engine, outside, session, name, tag=tag, report=True)
             seconds = time.monotonic() - started
             fetched = closure.receipts(output)
             for item in fetched:

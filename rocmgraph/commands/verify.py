@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocmgraph.build import execute
 from rocmgraph.build.provenance import installed
+from rocmgraph.build.session import Session
 from rocmgraph.common import filetree
 from rocmgraph.common.errors import GraphToolError, Unchecked, VerifyError
 from rocmgraph.fetch.world import Outside
@@ -143,7 +144,9 @@ def verdict(image: str, rows: list[Row]) -> None:
         raise Unchecked(f"{image}: {len(rows)} check(s) could not be made")
 
 
-def check_stage(run: Run, outside: Outside, stage: str) -> list[filetree.Difference]:
+def check_stage(
+    run: Run, outside: Outside, session: Session, stage: str
+) -> list[filetree.Difference]:
     """How a rebuild of ``stage`` (no cache) differs from the image of its key."""
     engine = outside.docker
     ref = run.ref(stage)
@@ -154,7 +157,7 @@ def check_stage(run: Run, outside: Outside, stage: str) -> list[filetree.Differe
         )
     # this run's own tag: another verification of the stage at once removes its own
     tag = f"{run.namespace}/{stage}:verify-{run.keys[stage].short}-{os.getpid()}"
-    execute.rebuild(run, engine, outside, stage, tag)
+    execute.rebuild(run, engine, outside, session, stage, tag=tag)
     try:
         return filetree.compare(engine.files(ref), engine.files(tag))
     finally:

@@ -150,11 +150,12 @@ class SourceCache:
         self.root = root
         self.mirrors = mirrors
         self.timeout = timeout
+        self._sweeper = leftovers.Sweeper()
 
     @property
     def scratch(self) -> Path:
         """Where fetches work before their result is renamed into place."""
-        return leftovers.scratch(self.root / "tmp")
+        return self._sweeper.scratch(self.root / "tmp")
 
     def url(self, source: GitSource) -> str:
         return source.mirror or self.mirrors.apply(source.repo)

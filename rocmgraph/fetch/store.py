@@ -37,6 +37,7 @@ class Store:
     def __init__(self, root: Path, http: Http | None = None) -> None:
         self.root = root
         self.http = http or Http()
+        self._sweeper = leftovers.Sweeper()
 
     def path(self, sha256: str, name: str) -> Path:
         return self.root / "files" / sha256 / name
@@ -50,7 +51,7 @@ class Store:
         stored = self.path(sha256, name)
         if sha256 and stored.is_file() and self._still(stored, sha256):
             return Stored(stored, sha256)
-        tmp_dir = leftovers.scratch(self.root / "tmp")
+        tmp_dir = self._sweeper.scratch(self.root / "tmp")
         fd, tmp_name = tempfile.mkstemp(prefix=owned(name), dir=tmp_dir)
         os.close(fd)  # the download reopens it by name
         tmp = Path(tmp_name)

@@ -17,18 +17,24 @@ from pathlib import Path
 from rocmgraph.outside.ports import alive
 
 _OWNED = re.compile(r"(\d+)-")
-_SWEPT: set[Path] = set()  # the folders this run swept already: once is enough
-_SWEPT_LOCK = threading.Lock()
 
 
-def scratch(folder: Path) -> Path:
-    """``folder``, made if need be, rid of what dead runs left there, once per run."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with _SWEPT_LOCK:  # held through the sweep: a thread that comes meanwhile waits for it
-        if folder not in _SWEPT:
-            sweep(folder)
-            _SWEPT.add(folder)
-    return folder
+class Sweeper:
+    """Sweeps each folder it is given once: an owner of shared folders (the store, the
+    source cache) keeps one for its life."""
+
+    def __init__(self) -> None:
+        self._swept: set[Path] = set()
+        self._lock = threading.Lock()
+
+    def scratch(self, folder: Path) -> Path:
+        """``folder``, made if need be, rid of what dead runs left there, once."""
+        folder.mkdir(parents=True, exist_ok=True)
+        with self._lock:  # held through the sweep: a thread that comes meanwhile waits for it
+            if folder not in self._swept:
+                sweep(folder)
+                self._swept.add(folder)
+        return folder
 
 
 def sweep(folder: Path) -> list[Path]:

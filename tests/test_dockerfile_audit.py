@@ -552,3 +552,19 @@ ARG VLLM_COMMIT=main
         ("https://github.com/a/y@$VLLM_COMMIT",
          ("unknown: $VLLM_COMMIT is not set in this Dockerfile",)),
     ]  # fmt: skip
+
+
+def test_defaults_nested_a_thousand_deep_are_unknown_not_a_traceback(tmp_path: Path) -> None:
+    """A fuzzed 6 KB line of ${X:-${X:-...}} in an ARG, an ENV and a RUN: a report, where a
+    RecursionError ended the audit."""
+    word = "${X:-" * 1000 + "1" + "}" * 1000
+    path = tmp_path / "Dockerfile"
+    path.write_text(
+        f"FROM debian@sha256:{'a' * 64}\nARG V={word}\nENV W={word}\n"
+        f"RUN echo {word} && pip install foo=={word}\n"
+    )
+    result = run_doit("audit", f"dockerfile={path}")
+    assert (result.returncode, result.stderr.count("Traceback")) == (2, 0), result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"{path}: 2 findings, 0 break a policy, 1 could not be checked"
+    )

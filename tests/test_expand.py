@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmgraph.dockerfile.expand import expand
+from rocmgraph.dockerfile.expand import MAX_NESTING, expand
 
 ENV = {"A": "1", "B": "x y", "EMPTY": "", "P": "/opt/rocm-7.0/lib", "REF": "abc"}
 
@@ -70,3 +70,14 @@ def test_linear_in_the_word() -> None:
     # 5 MB of text and a million substitutions: quadratic work would take minutes.
     assert expand("a" * 5_000_000, {}).value == "a" * 5_000_000
     assert expand("${A}" * 1_000_000, ENV).value == "1" * 1_000_000
+
+
+def test_a_word_nested_deeper_than_any_real_one_is_kept_as_written() -> None:
+    """${X:-${X:-...}} a thousand deep (a 6 KB line a fuzzer wrote): no RecursionError; the
+    levels past MAX_NESTING stay as written, and the word is known only when it runs."""
+    word = "${X:-" * 1000 + "1" + "}" * 1000
+    found = expand(word, {})
+    inner = 1000 - MAX_NESTING
+    assert found.value == "${X:-" * inner + "1" + "}" * inner
+    assert found.dynamic
+    assert not found.known

@@ -711,3 +711,25 @@ def test_sources_of_one_workspace_may_both_wait_for_the_lock() -> None:
     text = edit_toml(PINS.read_text(), ["sources", "sgl_kernel", "commit"], "")
     loaded = pins.loads(edit_toml(text, ["sources", "sglang", "commit"], ""))
     assert (loaded.sources["sglang"].commit, loaded.sources["sgl_kernel"].commit) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (["sources", "sglang", "patches"], ["docker/patches/sglang/" + "x" * 300 + ".patch"]),
+        (["image", "workdir"], "/workspace/" + "y" * 256),
+    ],
+)
+def test_a_path_no_file_system_holds_is_refused_in_one_line(
+    pins_text: str, path: list[str], value: str | list[str]
+) -> None:
+    """Not an OSError (File name too long) from deep inside the first command that reads it."""
+    with pytest.raises(PinsError) as caught:
+        pins.loads(edit_toml(pins_text, path, value))
+    said = str(caught.value)
+    assert said.startswith(f"pins.toml: {pins.format_path(tuple(path))}: ")
+    assert said.endswith(
+        " bytes, over the 255 a file name holds; shorten each part of the path to 255 bytes or "
+        "fewer"
+    )
+    assert len(said.splitlines()) == 1

@@ -165,15 +165,36 @@ def _arch(value: str) -> str | None:
     return None if value in KNOWN_ARCHS else f"{shown(value)} is not a known GPU architecture"
 
 
+NAME_MAX = 255  # bytes in one part of a path: what Linux's file systems hold
+
+
+def _too_long(value: str) -> str | None:
+    """A part no file system can hold: the first OSError would come from deep inside."""
+    longest = max((len(part.encode()) for part in value.split("/")), default=0)
+    if longest > NAME_MAX:
+        return (
+            f"{shown(value)} has a part of {longest} bytes, over the {NAME_MAX} a file name holds"
+        )
+    return None
+
+
 def _rel_path(value: str) -> str | None:
     if value.startswith("/") or ".." in value.split("/"):
         return f"{shown(value)} is not a relative path inside the repository"
-    return None
+    return _too_long(value)
+
+
+def _rel_path_fix(value: str) -> str:
+    if _too_long(value):
+        return f"shorten each part of the path to {NAME_MAX} bytes or fewer"
+    return "write a path relative to the repository root"
 
 
 def _abs_path(value: str) -> str | None:
     if not value.startswith("/"):
         return f"{shown(value)} is not an absolute path"
+    if _too_long(value):
+        return _too_long(value)
     if _normal_path(value) != value:
         return f"{shown(value)} is not a normalised path (no //, /./, /../ or trailing /)"
     return None
@@ -185,6 +206,8 @@ def _normal_path(value: str) -> str:
 
 
 def _abs_path_fix(value: str) -> str:
+    if _too_long(value):
+        return f"shorten each part of the path to {NAME_MAX} bytes or fewer"
     normal = _normal_path(value)
     if value.startswith("/") and normal != value and _SAFE.fullmatch(normal):
         return f"write {shown(normal)}"
@@ -422,7 +445,7 @@ WHEEL_FILE = Kind(
     missing="exact wheel file unknown; `doit lock` resolves it from the index",
 )
 ARCH = Kind("arch", _arch, unknown_arch_hint)
-REPO_FILE = Kind("path", _rel_path, "write a path relative to the repository root")
+REPO_FILE = Kind("path", _rel_path, _rel_path_fix)
 SRC_PATH = Kind("path", _rel_path, "write a path relative to the source tree's root")
 ABS_PATH = Kind("path", _abs_path, _abs_path_fix)
 PRUNE_DIR = Kind("prune dir", _prune_dir, _prune_dir_fix, extra="*?")

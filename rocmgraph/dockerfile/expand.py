@@ -28,6 +28,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!0-]")
 _PAIRS = (":-", ":+", ":?", "##", "%%", "//")
 _OPERATORS = (*_PAIRS, "-", "+", "?", "#", "%", "/")
 _LONG_VALUE = 4096  # prefix/suffix patterns are tried at every cut: only on short values
+# ${V:-${W:-...}} nested deeper than any real word is kept as written (dynamic): each level
+# is a few frames of Python's stack, which a fuzzed 6 KB line would otherwise exhaust.
+MAX_NESTING = 100
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class _Scanner:
         self, text: str, env: Mapping[str, str], escape: str, shell: bool, state: _State
     ) -> None:
         self.text, self.env, self.escape, self.shell, self.state = text, env, escape, shell, state
+        self.depth = 0  # the ${...} this scan is inside
 
     def run(self, at: int, stop: str) -> tuple[str, int]:
         """Expand from ``at`` up to the unquoted ``stop`` (or the end); the value and where
@@ -164,14 +168,18 @@ class _Scanner:
         if text.startswith("}", end):
             return self._lookup(name, f"${{{name}}}"), end + 1
         op = text[end : end + 2] if text[end : end + 2] in _PAIRS else text[end : end + 1]
-        if op not in _OPERATORS:
+        if op not in _OPERATORS or self.depth >= MAX_NESTING:
             return self._opaque(at, at + 1)
-        if op in ("/", "//"):
-            pattern, end = self.run(end + len(op), "/")
-            replacement, end = self.run(end, "}")
-        else:
-            pattern, end = self.run(end + len(op), "}")
-            replacement = ""
+        self.depth += 1
+        try:
+            if op in ("/", "//"):
+                pattern, end = self.run(end + len(op), "/")
+                replacement, end = self.run(end, "}")
+            else:
+                pattern, end = self.run(end + len(op), "}")
+                replacement = ""
+        finally:
+            self.depth -= 1
         return self._operate(name, op, pattern, replacement, text[at:end]), end
 
     def _operate(self, name: str, op: str, word: str, replacement: str, raw: str) -> str:

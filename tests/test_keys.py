@@ -128,6 +128,7 @@ def mutated(leaf: Leaf) -> Any:
         kinds.DIGEST: "sha256:" + "d" * 64,
         kinds.VERSION: "9.9.9",
         kinds.WHEEL_VERSION: "9.9.9",
+        kinds.SOURCE_VERSION: "9.9.9",
         kinds.APT_VERSION: "9.9-1",
         kinds.IMAGE: "docker.io/library/ubuntu:22.04",
         kinds.PYTHON_VERSION: "3.13",

@@ -733,3 +733,12 @@ def test_a_path_no_file_system_holds_is_refused_in_one_line(
         "fewer"
     )
     assert len(said.splitlines()) == 1
+
+
+def test_a_source_version_that_is_not_a_version_is_refused(pins_text: str) -> None:
+    with pytest.raises(PinsError) as caught:
+        pins.loads(edit_toml(pins_text, ["sources", "vllm", "version"], "banana"))
+    assert str(caught.value) == (
+        "pins.toml: [sources.vllm].version: 'banana' is not a PEP 440 version; write an exact "
+        "PEP 440 version such as 1.2.3"
+    )

@@ -429,6 +429,9 @@ VERSION = Kind(
     "write an exact PEP 440 version such as 1.2.3",
     missing="no exact version; `doit lock` resolves one",
 )
+# A source's version: "" is no pin (its build reports its own, or reads git: pins.py says
+# which needs one), else an exact PEP 440 version.
+SOURCE_VERSION = dataclasses.replace(VERSION, missing="", optional=True)
 WHEEL_VERSION = dataclasses.replace(
     VERSION, missing="no version pinned, and `doit lock` picks none; pin the version to install"
 )

@@ -197,7 +197,7 @@ class GitSource:
     branch: str = _kind(kinds.GIT_REF, location=True)  # the branch `doit bump` follows
     commit: str = _kind(kinds.COMMIT)
     tag: str = _kind(kinds.optional(kinds.GIT_REF), default="", location=True)  # upstream's
-    version: str = _kind(kinds.optional(kinds.TEXT), default="")
+    version: str = _kind(kinds.SOURCE_VERSION, default="")
     # The distribution it installs, when not named like the source (flash_attention: flash_attn):
     # the image is checked to hold it at `version`.
     dist: str = _kind(kinds.optional(kinds.NAME), default="")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import tomli
 from conftest import ROOT, delete_toml, edit_toml
+from world import fixture_folder
 
 from rocmgraph.common.errors import Unchecked
 from rocmgraph.config import pins
@@ -54,21 +55,14 @@ def row(rows: list[Row], source: str, fact: Fact, upstream: str) -> Row:
     return found
 
 
-def folder(entry: dict[str, str]) -> str:
-    """Where a fixture's files are: <owner>/<repo>, or <owner>/<repo>@<at> for a second
-    commit of one repository."""
-    owner_repo = entry["repo"].removeprefix("https://github.com/")
-    return f"{owner_repo}@{entry['at']}" if "at" in entry else owner_repo
-
-
 def test_the_fixtures_are_the_upstream_files_they_name() -> None:
     listed = tomli.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
     for entry in listed:
-        data = (UPSTREAM / folder(entry) / entry["path"]).read_bytes()
+        data = (UPSTREAM / fixture_folder(entry) / entry["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["path"]
         assert len(entry["commit"]) == 40
         assert entry["commit"].startswith(entry.get("at", ""))
-    named = {(folder(entry), entry["path"]) for entry in listed}
+    named = {(fixture_folder(entry), entry["path"]) for entry in listed}
     parts = [
         path.relative_to(UPSTREAM).parts
         for path in UPSTREAM.rglob("*")

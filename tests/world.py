@@ -155,15 +155,19 @@ def _source_files(name: str, real: pins.Pins) -> dict[str, str]:
     return files
 
 
+def fixture_folder(entry: dict[str, str]) -> str:
+    """Where a fixture's files are, under tests/fixtures/upstream: <owner>/<repo>, or
+    <owner>/<repo>@<at> for a second commit of one repository."""
+    owner_repo = entry["repo"].removeprefix("https://github.com/")
+    return f"{owner_repo}@{entry['at']}" if "at" in entry else owner_repo
+
+
 def _upstream(source: pins.GitSource, real: pins.Pins) -> dict[str, str]:
     """The committed files of the source's real repository, asking for the trees the
     profile gives its build (the tag of triton_kernels a profile pins)."""
     listed = tomli.loads((UPSTREAM / "SOURCES.toml").read_text())["file"]
-    owner_repo = source.repo.removeprefix("https://github.com/")
     files = {
-        entry["path"]: (UPSTREAM / f"{owner_repo}@{entry['at']}" / entry["path"]).read_text()
-        if "at" in entry
-        else (UPSTREAM / owner_repo / entry["path"]).read_text()
+        entry["path"]: (UPSTREAM / fixture_folder(entry) / entry["path"]).read_text()
         for entry in listed
         # a commit pinned by its short id, as published, is the one it begins
         if entry["repo"] == source.repo

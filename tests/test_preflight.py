@@ -314,3 +314,47 @@ def test_every_fetch_of_a_script_the_setup_runs_is_named_with_its_line() -> None
         ("tools/get.sh:wget:https://example.org/e.bin", "tools/get.sh:6"),
         ("setup.py:pip:helper==1.0", "setup.py:6"),
     ]
+
+
+def test_a_build_requirement_a_pinned_tool_does_not_meet_is_a_mismatch() -> None:
+    """pip's --no-build-isolation neither installs nor checks [build-system] requires: the
+    build imports what the image has, and aiter's asks for a pybind11 the pins must give."""
+    rows = check(pins_702(), TREES_702)
+    assert row(rows, "aiter", Fact.REQUIRES, "pybind11>=3.0.1") == Row(
+        "aiter", Fact.REQUIRES, "pybind11>=3.0.1", "3.0.4 in [python.tools].pybind11",
+        Verdict.OK, "pyproject.toml:3",
+    )  # fmt: skip
+    old = check(edit_toml(pins_702(), ["python", "tools", "pybind11"], "2.13.6"), TREES_702)
+    assert row(old, "aiter", Fact.REQUIRES, "pybind11>=3.0.1").pins == (
+        "2.13.6 in [python.tools].pybind11: pin one that meets pybind11>=3.0.1"
+    )
+    assert isinstance(preflight.verdict(old), PreflightError)
+
+
+def test_a_pep_639_license_needs_a_setuptools_that_reads_it() -> None:
+    rows = check(edit_toml(real_pins(), ["python", "tools", "setuptools"], "75.1.0"))
+    vllm = [(r.upstream, r.pins, r.where) for r in rows
+            if r.source == "vllm" and r.fact is Fact.REQUIRES]  # fmt: skip
+    assert vllm == [
+        ("setuptools>=77.0.3,<81.0.0",
+         "75.1.0 in [python.tools].setuptools: pin one that meets setuptools>=77.0.3,<81.0.0",
+         "pyproject.toml:7"),
+        ("setuptools-scm>=8.0", "10.2.0 in [python.tools].setuptools-scm", "pyproject.toml:8"),
+        ("setuptools>=77.0.0 (a PEP 639 license)",
+         "75.1.0 in [python.tools].setuptools: pin one that meets setuptools>=77.0.0",
+         "pyproject.toml:19"),
+    ]  # fmt: skip
+
+
+def test_a_tool_left_for_the_lock_is_unread_until_it_is_pinned() -> None:
+    rows = check(edit_toml(real_pins(), ["python", "tools", "setuptools"], ""))
+    unread = {(r.source, r.upstream, r.pins) for r in rows if r.verdict is Verdict.UNREAD}
+    wait = "[python.tools].setuptools not pinned yet: `doit lock` pins it"
+    assert unread == {
+        ("sglang", "setuptools>=61.0", wait),
+        ("sgl_kernel", "setuptools>=75.0", wait),  # its pyproject_rocm.toml
+        ("verl", "setuptools>=61.0", wait),
+        ("vllm", "setuptools>=77.0.3,<81.0.0", wait),
+        ("vllm", "setuptools>=77.0.0 (a PEP 639 license)", wait),
+    }
+    assert isinstance(preflight.verdict(rows), Unchecked)

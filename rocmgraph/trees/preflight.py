@@ -4,7 +4,8 @@ Each pinned source built here is read at its commit, patched and overlaid as its
 builds it, and each fact of its build (treefacts) is set beside what the pins say: the
 distribution and its version (what the checks in the image look for), every fetch the
 build makes by itself (given as a pinned tree, or marked as not taken, with why), the arch
-variables it reads and how it splits them, and the paths the pins name in it. One row per
+variables it reads and how it splits them, the build requirements the pinned tools must
+meet (pip's --no-build-isolation checks none), and the paths the pins name in it. One row per
 fact, with file and line. ``rows`` is pure over the trees' readers; ``run_preflight``
 fetches them.
 """
@@ -42,6 +43,7 @@ class Fact(StrEnum):
     FETCH = "fetch"
     ARCH = "arch"
     PATH = "path"
+    REQUIRES = "requires"
 
 
 class Verdict(StrEnum):
@@ -77,6 +79,7 @@ def rows(pins: Pins, reads: Mapping[str, Read]) -> list[Row]:
             mine += _dist_rows(name, source, read, folder)
             mine += fetch_rows(name, source, pins, build_fetches(read, folder))
             mine += _arch_rows(name, source, read, folder)
+            mine += requires_rows(name, pins, treefacts.build_requirements(read, folder))
         mine += _path_rows(name, source, read, reads)
         found += [_origin(row, source.overlay) for row in mine]
     return found
@@ -192,6 +195,28 @@ def unpinned_fix(name: str, fetch: treefacts.Fetch) -> str:
         given = format_path(("sources", name, "inputs", fetch.unless))
         return f"no pin gives it: pin its tree as a source and set {given}, or mark it in {skipped}"
     return f"no pin gives it: mark it in {skipped} with why the build does not take it"
+
+
+def requires_rows(name: str, pins: Pins, needed: list[treefacts.Needed]) -> list[Row]:
+    """A row per build requirement naming a tool the pins install: the pinned version must
+    be one it takes. The rest comes from the base or the requirements, as in verl's build."""
+    tools = {canonicalize_name(tool): tool for tool in pins.python.tools}
+    found = []
+    for need in needed:
+        tool = tools.get(canonicalize_name(need.requirement.name))
+        if tool is None:
+            continue
+        said = need.text + (f" ({need.why})" if need.why else "")
+        key, version = format_path(("python", "tools", tool)), pins.python.tools[tool]
+        if not version:
+            verdict, pinned = Verdict.UNREAD, f"{key} not pinned yet: `doit lock` pins it"
+        elif need.requirement.specifier.contains(version, prereleases=True):
+            verdict, pinned = Verdict.OK, f"{version} in {key}"
+        else:
+            verdict = Verdict.MISMATCH
+            pinned = f"{version} in {key}: pin one that meets {need.text}"
+        found.append(Row(name, Fact.REQUIRES, said, pinned, verdict, str(need.where)))
+    return found
 
 
 def _arch_rows(name: str, source: GitSource, read: Read, folder: str) -> list[Row]:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 import tomli
+from packaging.requirements import InvalidRequirement, Requirement
 
 from rocmgraph.dockerfile import pipargs, shell
 
@@ -178,6 +179,48 @@ def package_version(read: Read, folder: str, found: Dist) -> Dist | None:
         return None
     line = (text or "").count("\n", 0, stated.start()) + 1
     return Dist(found.name, stated.group(1), VersionFrom.STATIC, Where(file, line))
+
+
+# ---------------------------------------------------------------- build requirements
+
+# setuptools reads a [project] license written as a string (an SPDX expression, PEP 639)
+# from 77.0.0 on, and refuses it before; mbridge's pyproject asks only for setuptools>=61.0.
+PEP_639_SETUPTOOLS = "setuptools>=77.0.0"
+
+
+@dataclass(frozen=True)
+class Needed:
+    """A package the build imports from the image it builds in (pip's --no-build-isolation
+    neither installs nor checks these)."""
+
+    text: str  # as the tree writes it
+    where: Where
+    why: str = ""  # for one the tree implies rather than names
+
+    @property
+    def requirement(self) -> Requirement:
+        return Requirement(self.text)
+
+
+def build_requirements(read: Read, folder: str = ".") -> list[Needed]:
+    """pyproject's [build-system] requires, and setuptools>=77 for a PEP 639 license."""
+    file = join(folder, "pyproject.toml")
+    text = read(file)
+    table = _toml(text)
+    system = _table(table, "build-system")
+    found = []
+    for written in system.get("requires", []):
+        try:
+            Requirement(str(written))
+        except InvalidRequirement:
+            continue  # pip refuses it in any build, with its own message
+        found.append(Needed(str(written), Where(file, _line_with(text, f'"{written}"'))))
+    backend = str(system.get("build-backend", "setuptools.build_meta"))
+    license_ = _table(table, "project").get("license")
+    if backend.startswith("setuptools") and isinstance(license_, str):
+        where = Where(file, _line_of(text, "license"))
+        found.append(Needed(PEP_639_SETUPTOOLS, where, "a PEP 639 license"))
+    return found
 
 
 # ---------------------------------------------------------------- fetches
@@ -675,6 +718,14 @@ def _line_of(text: str | None, key: str) -> int:
     """The line that starts with ``key`` (a pattern), assigned or not."""
     for number, line in enumerate((text or "").splitlines(), 1):
         if re.match(rf"{key}(\s*=|$)", line):
+            return number
+    return 0
+
+
+def _line_with(text: str | None, needle: str) -> int:
+    """The first line that holds ``needle``, or 0."""
+    for number, line in enumerate((text or "").splitlines(), 1):
+        if needle in line:
             return number
     return 0
 

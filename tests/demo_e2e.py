@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,6 +167,17 @@ def files(image: str, folder: str) -> dict[str, bytes]:
                 assert extracted is not None
                 found[name[len(folder.strip("/")) + 1 :]] = extracted.read()
     return found
+
+
+def wheels(image: str) -> list[str]:
+    """The wheels a source stage built (its image holds them alone, under /dist)."""
+    return sorted(files(image, "/dist"))
+
+
+def wheel_member(image: str, wheel: str, member: str) -> str:
+    """One file of a wheel a source stage built."""
+    data = files(image, "/dist")[Path(wheel).name]
+    return zipfile.ZipFile(io.BytesIO(data)).read(member).decode()
 
 
 def labels(image: str) -> dict[str, str]:

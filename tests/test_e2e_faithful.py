@@ -11,13 +11,11 @@ at what the pins as they are built.
 
 from __future__ import annotations
 
-import io
-import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import delete_toml
-from demo_e2e import E2E, copy_of_demo, files, log_lines, masked
+from demo_e2e import E2E, copy_of_demo, log_lines, masked, wheel_member, wheels
 
 # The shared demo: prepared, its namespace emptied once (the copies start from its pins).
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
@@ -28,17 +26,6 @@ def without(tmp_path: Path, path: list[str]) -> E2E:
     copy = copy_of_demo(tmp_path)
     copy.pins.write_text(delete_toml(copy.pins.read_text(), path))
     return copy
-
-
-def wheels(image: str) -> list[str]:
-    """The wheels a source stage built (its image holds them alone, under /dist)."""
-    return sorted(files(image, "/dist"))
-
-
-def wheel_member(image: str, wheel: str, member: str) -> str:
-    """One file of a wheel a source stage built."""
-    data = files(image, "/dist")[Path(wheel).name]
-    return zipfile.ZipFile(io.BytesIO(data)).read(member).decode()
 
 
 def test_vllm_without_its_version_fails_as_setuptools_scm_does(tmp_path: Path) -> None:

@@ -13,7 +13,17 @@ import json
 from pathlib import Path
 
 import pytest
-from demo_e2e import built, copy_of_demo, docker, empty_namespace, prepare, run_in, shell
+from demo_e2e import (
+    built,
+    copy_of_demo,
+    docker,
+    empty_namespace,
+    prepare,
+    run_in,
+    shell,
+    wheel_member,
+    wheels,
+)
 
 import stages
 from rocmgraph.inimage import prune
@@ -45,3 +55,25 @@ def test_a_cold_build_of_the_702_pipeline_passes_its_smoke_check(tmp_path: Path)
     assert {prune.arch_of(path) for path in kernels} == {"gfx942"}
     config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", image))
     assert (config["Cmd"], config["WorkingDir"]) == (["/bin/bash"], "/workspace/verl")
+
+
+def test_aiter_unpatched_builds_without_the_stack_s_triton(tmp_path: Path) -> None:
+    # Issue 32: at 45c428e54 aiter's setup.py runs install_triton.sh in any build but
+    # `setup.py develop` (verl's): it uninstalls triton and pip-installs amd-triton from
+    # AMD's index, which no pin gives (the demo's serves none: the install fails, and the
+    # build goes on). The graph builds a wheel; its patch keeps the installed triton. The
+    # demo's wheel records the triton its build ran with.
+    prepare("demo702")
+    broken = copy_of_demo(tmp_path / "broken", "demo702", "verl-e2e702")
+    broken.edit(["sources", "aiter", "patches"], [])
+    assert broken.build(target="build:aiter").returncode == 0
+    (wheel,) = wheels(broken.image("aiter"))
+    assert wheel_member(broken.image("aiter"), wheel, "aiter/_build.py") == (
+        "TRITON = None\nARCHS = 'gfx942'\n"
+    )
+    fixed = copy_of_demo(tmp_path / "fixed", "demo702", "verl-e2e702")
+    assert fixed.build(target="build:aiter").returncode == 0
+    (wheel,) = wheels(fixed.image("aiter"))
+    assert wheel_member(fixed.image("aiter"), wheel, "aiter/_build.py") == (
+        "TRITON = ('triton', '3.7.0+rocm7.14.0.git0badcafe')\nARCHS = 'gfx942'\n"
+    )

@@ -407,6 +407,11 @@ else:
 
 """
     body = recording.split("import setuptools\n\n", 1)[1]  # after the recording's imports
+    # The demo's wheel also records the triton its build ran with: what install_triton.sh
+    # left in the build's environment shows in a test, as the real build's would in its step.
+    opened = "as out:\n"
+    records = '    out.write(f"TRITON = {_is_triton_installed()!r}\\n")\n'
+    body = body.replace(opened, opened + records, 1)
     return [head, tail + body]
 
 

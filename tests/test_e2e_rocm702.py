@@ -47,6 +47,12 @@ def test_a_cold_build_of_the_702_pipeline_passes_its_smoke_check(tmp_path: Path)
         "print(vllm.__version__, verl.Engine, aiter.ARCHS, flash_attn.ARCHS, torch.__version__)",
     )
     assert facts == "0.22.1rc1 None gfx942 gfx942 2.12.0+rocm7.14.0.lw.git1a2b3c4d"
+    te_utils = run_in(  # the line verl's sed edits by number, patched before the build
+        image,
+        "import os, transformer_engine as te; print(open(os.path.dirname(te.__file__)"
+        " + '/pytorch/attention/dot_product_attention/utils.py').read().splitlines()[120])",
+    )
+    assert te_utils == 'max_version = PkgVersion("2.8.4")'
     found = shell(
         image, "cat /opt/rocm/.info/version; readlink /usr/lib/libamdhip64.so; ls /workspace"
     )

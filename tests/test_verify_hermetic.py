@@ -115,7 +115,7 @@ def closures_hold_what_the_demo_fetches(path: Path, keys: dict[str, str], said: 
         for stage, key in keys.items()
     }
     # What the demo's recipes take from its package index, beyond what they name:
-    assert ("python", "setuptools-scm", "10.2.0") in names["base"]  # [python.tools]
+    assert ("python", "setuptools-scm", "8.3.1") in names["base"]  # [python.tools]
     assert ("python", "demo-tilelang", "0.1.0") in names["vllm"]  # vLLM's requirements/rocm.txt
     assert ("python", "megatron-core", "0.18.0") in names["verl"]  # [python.stack]
     assert {("python", "demo-xgrammar", "0.1.32"), ("python", "demo-soundfile", "0.13.1")} <= (

@@ -21,6 +21,8 @@ The files here do exactly that much, in as few lines as it takes.
 
 from __future__ import annotations
 
+import posixpath
+
 from rocmgraph.config.archs import KNOWN_ARCHS
 
 VLLM_PYPROJECT = """# vLLM (demo): its version comes from git, through setuptools_scm (setup.py).
@@ -351,6 +353,14 @@ def recording_package(dist: str, package: str, version: str, arch_env: str) -> d
         ),
         f"{package}/__init__.py": f'"""{dist} (demo)."""\n\nfrom {package}._build import ARCHS\n',
     }
+
+
+def package_inits(files: dict[str, str]) -> dict[str, str]:
+    """An ``__init__.py`` for each folder of Python files in ``files`` that has none."""
+    folders = {posixpath.dirname(path) for path in files if path.endswith(".py")}
+    parents = {"/".join(f.split("/")[:n]) for f in folders for n in range(1, f.count("/") + 2)}
+    return {f"{folder}/__init__.py": "" for folder in sorted(parents - {""})
+            if f"{folder}/__init__.py" not in files}  # fmt: skip
 
 
 def aiter_setup(recording: str) -> list[str]:

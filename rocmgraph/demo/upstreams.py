@@ -35,6 +35,7 @@ PATCHES = {
     ),
     "verl": ("docker/patches/verl/0001-rollout-rocm-engine-defaults.patch",),
     "aiter": ("docker/patches/aiter/0001-wheel-build-keeps-installed-triton.patch",),
+    "transformer_engine": ("docker/patches/transformer_engine/0001-accept-flash-attn-2.8.4.patch",),
 }
 MEGATRON_PATCH = "docker/patches/megatron-core/0001-attention-backend-env-warns.patch"
 
@@ -159,7 +160,8 @@ def histories() -> dict[str, History]:
 
 def recorded(source: str) -> tuple[str, dict[str, str]]:
     """The one commit of a source whose wheel records the archs it was built for; aiter's
-    also carries its setup.py's triton install, as the real one has it."""
+    also carries its setup.py's triton install, as the real one has it, and
+    TransformerEngine the file its patch edits."""
     package, version, arch_env = RECORDING[source]
     dist = DISTS.get(source, package)
     files = b.recording_package(dist, package, version, arch_env)
@@ -167,6 +169,12 @@ def recorded(source: str) -> tuple[str, dict[str, str]]:
         frames = b.aiter_setup(files["setup.py"])
         files["setup.py"] = framed(PATCHES["aiter"][0], "setup.py", frames)
         files[".github/scripts/install_triton.sh"] = b.aiter_install_triton(AMD_TRITON_INDEX)
+    if source == "transformer_engine":  # the file its patch edits, in the wheel it builds
+        files.update(preimages(source))
+        files.update(b.package_inits(files))
+        files["setup.py"] = files["setup.py"].replace(
+            f'packages=["{package}"]', "packages=setuptools.find_packages()"
+        )
     return f"{dist} {version} (demo)", files
 
 

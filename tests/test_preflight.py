@@ -358,3 +358,10 @@ def test_a_tool_left_for_the_lock_is_unread_until_it_is_pinned() -> None:
         ("vllm", "setuptools>=77.0.0 (a PEP 639 license)", wait),
     }
     assert isinstance(preflight.verdict(rows), Unchecked)
+
+
+def test_build_requires_that_is_not_a_list_names_no_requirement() -> None:
+    """A string where pyproject's [build-system] requires wants a list: pip refuses the
+    build in its own words, and preflight reads no requirement out of its letters."""
+    text = '[build-system]\nrequires = "setuptools>=61"\n'
+    assert treefacts.build_requirements({"pyproject.toml": text}.get) == []

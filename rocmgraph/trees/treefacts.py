@@ -208,8 +208,9 @@ def build_requirements(read: Read, folder: str = ".") -> list[Needed]:
     text = read(file)
     table = _toml(text)
     system = _table(table, "build-system")
+    requires = system.get("requires", [])
     found = []
-    for written in system.get("requires", []):
+    for written in requires if isinstance(requires, list) else []:
         try:
             Requirement(str(written))
         except InvalidRequirement:

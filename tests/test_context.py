@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,40 @@ def test_git_modes_leave_a_store_file_linked_in_as_the_store_made_it(tmp_path: P
     fsutil.git_modes(context)
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
     assert stat.S_IMODE(odd.stat().st_mode) == 0o644  # git keeps 0755 for the owner's x only
+
+
+def test_link_tree_links_git_s_files_and_copies_the_rest_without_git(tmp_path: Path) -> None:
+    tree, dest = tmp_path / "tree", tmp_path / "dest"
+    (tree / ".git").mkdir(parents=True)
+    (tree / ".git" / "HEAD").write_text("ref\n")
+    (tree / "third_party" / "sub").mkdir(parents=True)
+    (tree / "third_party" / "sub" / ".git").write_text("gitdir: ../../.git/modules/sub\n")
+    for name, mode in (("setup.py", 0o644), ("build.sh", 0o755), ("umask-0002.txt", 0o664)):
+        (tree / name).write_text(name)
+        (tree / name).chmod(mode)
+    (tree / "link").symlink_to("setup.py")
+    (tree / "folder-link").symlink_to("third_party")
+    fsutil.link_tree(tree, dest)
+    made = sorted(path.relative_to(dest).as_posix() for path in dest.rglob("*"))
+    assert made == [
+        "build.sh", "folder-link", "link", "setup.py", "third_party", "third_party/sub",
+        "umask-0002.txt",
+    ]  # fmt: skip
+    same = {name: (dest / name).stat().st_ino == (tree / name).stat().st_ino
+            for name in ("setup.py", "build.sh", "umask-0002.txt")}  # fmt: skip
+    assert same == {"setup.py": True, "build.sh": True, "umask-0002.txt": False}
+    assert (dest / "link").readlink() == Path("setup.py")
+    assert (dest / "folder-link").readlink() == Path("third_party")
+
+
+def test_a_source_enters_its_context_as_links_and_its_patch_leaves_the_cache_alone(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    run = locked_run(world, monkeypatch)
+    tree = prepare(run, "vllm", tmp_path / "ctx") / "src" / "vllm"
+    cached = default_cache() / "git" / world.commits["vllm"]
+    assert (tree / "setup.py").stat().st_ino == (cached / "setup.py").stat().st_ino
+    patched = "csrc/cumem_allocator.cpp"
+    assert (tree / patched).stat().st_ino != (cached / patched).stat().st_ino
+    status = ["git", "-C", str(cached), "status", "--porcelain", "--untracked-files=all"]
+    assert subprocess.run(status, capture_output=True, text=True, check=True).stdout == ""

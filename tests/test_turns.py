@@ -143,8 +143,10 @@ class SlowEngine(SetEngine):
     def __init__(self) -> None:
         super().__init__(set())
         self.builds: list[tuple[str, float, float]] = []
+        self.jobs: list[BuildJob] = []
 
     def build(self, job: BuildJob) -> None:
+        self.jobs.append(job)
         started = time.monotonic()
         time.sleep(1)
         super().build(job)
@@ -218,7 +220,28 @@ def test_a_stage_that_builds_sweeps_its_old_contexts_but_not_one_in_use(tmp_path
     finally:
         other_run.kill()
         other_run.communicate()
-    assert sorted(p.name for p in contexts.iterdir()) == [other.name, in_use.name]
+    # slim's own folder stays, for the next build of slim to send only what changed
+    assert sorted(p.name for p in contexts.iterdir()) == [other.name, "slim", in_use.name]
+
+
+def test_a_stage_whose_context_folder_is_in_use_builds_from_one_of_its_key(
+    tmp_path: Path,
+) -> None:
+    contexts = tmp_path / ".build" / "contexts"
+    (contexts / "slim").mkdir(parents=True)
+    (contexts / "slim" / "theirs").write_text("another run's context\n")
+    engine = SlowEngine()
+    other_run = holder(tmp_path / ".build" / "turns" / "context-slim", 30)
+    try:
+        assert _build_at_once(tmp_path, engine, ("gfx942", "slim")) == [True]
+    finally:
+        other_run.kill()
+        other_run.communicate()
+    assert [re.sub("[0-9a-f]{12}$", "<key>", job.context.name) for job in engine.jobs] == [
+        "slim-<key>"
+    ]
+    assert [p.name for p in contexts.iterdir()] == ["slim"]  # its own went once it built
+    assert (contexts / "slim" / "theirs").read_text() == "another run's context\n"
 
 
 def test_each_stage_key_has_its_log_and_the_stage_name_links_the_latest(tmp_path: Path) -> None:

@@ -25,10 +25,9 @@ from pathlib import Path
 from rocmgraph.build import provenance
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import FetchError, GraphToolError, LockError
-from rocmgraph.common.fsutil import git_modes
+from rocmgraph.common.fsutil import git_modes, link_tree
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import KeyedRepo, Pins
-from rocmgraph.fetch.sources import copy_tree
 from rocmgraph.fetch.store import Store
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import keys
@@ -123,9 +122,9 @@ def _source(run: Run, outside: Outside, name: str, tree: Path) -> None:
                 f"source {name}: [sources.{name}].tree is empty, the id of {source.subtree}/ "
                 "that its key covers; run `doit lock` to record it"
             )
-        copy_tree(cache.subtree(name, source), tree / source.subtree)
+        link_tree(cache.subtree(name, source), tree / source.subtree)
     else:
-        copy_tree(cache.tree(name, source), tree)
+        link_tree(cache.tree(name, source), tree)
     patches.apply(tree, source.patches, name)
 
 

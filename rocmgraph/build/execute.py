@@ -282,7 +282,12 @@ class _Builds:
         wave = self._left(wave, self.failed)  # they wait for the next run
         if not wave:
             return
-        context_dir, owners, unprepared = self._prepare(wave)
+        with contextlib.ExitStack() as held:
+            folder, kept = _context_folder(self.run, wave[-1], held)
+            self._solve(wave, folder, kept)
+
+    def _solve(self, wave: tuple[str, ...], context_dir: Path, kept: bool) -> None:
+        owners, unprepared = self._prepare(wave, context_dir)
         wave = self._left(wave, unprepared)  # a fetch, a patch, a parent
         if not wave:
             return
@@ -318,7 +323,7 @@ class _Builds:
                 self._failed(name, errors, logs, ended[name] - started)
         again = self._misbuilt(wave)
         self._record([name for name in wave if name in self.built])
-        if not errors:
+        if not errors and not kept:
             shutil.rmtree(context_dir, ignore_errors=True)  # kept when a build fails, to look at
         for name in again:
             self.solve((name,))  # alone: on its parent's image
@@ -348,11 +353,12 @@ class _Builds:
         return again
 
     def _prepare(
-        self, wave: tuple[str, ...]
-    ) -> tuple[Path, dict[str, str], dict[str, GraphToolError]]:
-        """The parents ``wave`` needs from outside it, made local; its context, which stage
-        each BuildKit stage of its Dockerfile is of, and the stages it could not prepare
-        with why (a parent that cannot be pulled, a fetch, a patch): the others build."""
+        self, wave: tuple[str, ...], scratch: Path
+    ) -> tuple[dict[str, str], dict[str, GraphToolError]]:
+        """The parents ``wave`` needs from outside it, made local, and its context written
+        into ``scratch``; which stage each BuildKit stage of its Dockerfile is of, and the
+        stages it could not prepare with why (a parent that cannot be pulled, a fetch, a
+        patch): the others build."""
         # startup: fetching and patching only for a stage that builds
         from rocmgraph.build import context
 
@@ -377,14 +383,12 @@ class _Builds:
             for name in wave
             if name not in failed and not run.graph.ancestors(name) & failed.keys()
         )
-        keep = f"{wave[-1]}-{run.keys[wave[-1]].short}"
         for name in wave:
-            _sweep_contexts(run, name, keep)
+            _sweep_contexts(run, name, scratch.name)
         recipe, owners = solve_recipe(run, engine, ready, images) if ready else ("", {})
         self.scratch.update(name for name in _SCRATCH.findall(recipe) if name in wave)
-        scratch = run.state_dir / "contexts" / keep
         failed |= context.prepare_many(run, self.outside, ready, scratch, recipe=recipe)
-        return scratch, owners, failed
+        return owners, failed
 
     def _record(self, tagged: list[str]) -> None:
         """The records of the stages ``tagged``, once the solve's secrets are gone (a kill
@@ -553,6 +557,21 @@ class _StageLogs:
 
     def path(self, stage: str) -> Path:
         return self._paths[stage]
+
+
+def _context_folder(run: Run, stage: str, held: contextlib.ExitStack) -> tuple[Path, bool]:
+    """Where a solve that ends with ``stage`` writes its context, and whether the folder
+    stays once the build succeeds. The stage's own folder, kept: BuildKit sends only what
+    changed since it last read the same path (by size, mode and mtime), so a patch edit
+    sends the patched files, not vLLM's 77 MB again (benchmarks/context.py). A run that
+    finds it in use (another key of the stage building at once) takes a folder named by
+    its key instead, gone once its build succeeds."""
+    me = turns.Holder.me(",".join(run.archs), f"prepares {stage}")
+    try:
+        held.enter_context(turns.held(run.state_dir / "turns" / f"context-{stage}", me, wait=0))
+    except turns.Busy:
+        return run.state_dir / "contexts" / f"{stage}-{run.keys[stage].short}", False
+    return run.state_dir / "contexts" / stage, True
 
 
 def _sweep_contexts(run: Run, name: str, keep: str) -> None:

@@ -109,6 +109,31 @@ def git_modes(root: Path) -> None:
             path.chmod(0o755 if facts.st_mode & stat.S_IXUSR else 0o644)
 
 
+def link_tree(tree: Path, dest: Path) -> None:
+    """``tree`` at ``dest`` without git metadata (submodules' ``.git`` files too): each file
+    a hard link to the tree's, where it has a mode git records (then git_modes leaves it
+    as it is), else a copy. Linking vLLM's 5,460 files takes a fifth of the time copying
+    them does, and the tree is not written: a patch replaces the files it changes (git
+    apply writes a new file, never into the old one)."""
+    for folder, dirs, files in os.walk(tree):
+        dirs[:] = [name for name in dirs if name != ".git"]
+        here = dest / os.path.relpath(folder, tree)
+        here.mkdir(parents=True, exist_ok=True)
+        for name in [*files, *(d for d in dirs if (Path(folder) / d).is_symlink())]:
+            if name == ".git":
+                continue
+            source, target = Path(folder) / name, here / name
+            facts = source.lstat()
+            if stat.S_ISLNK(facts.st_mode):
+                target.symlink_to(source.readlink())
+                continue
+            if stat.S_IMODE(facts.st_mode) in (0o644, 0o755):
+                with contextlib.suppress(OSError):  # another filesystem: a copy
+                    os.link(source, target)
+                    continue
+            shutil.copy2(source, target)
+
+
 @contextlib.contextmanager
 def exclusive(path: Path) -> Iterator[None]:
     """Hold flock(2) on the file at ``path``. A write that replaces the file

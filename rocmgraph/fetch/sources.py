@@ -475,9 +475,11 @@ def _intact(name: str, tree: Path, commit: str) -> bool:
     again. About 0.1 s for vLLM's tree; only builds ask, never a no-op."""
     try:
         head = git("rev-parse", "HEAD", cwd=tree, ceiling=tree.parent).strip()
-        # --no-optional-locks: two builds may check one tree at once
-        status = ("--no-optional-locks", "status", "--porcelain", "--untracked-files=all",
-                  "--ignore-submodules=none")  # fmt: skip
+        # --no-optional-locks: two builds may check one tree at once (so git never stores
+        # what it reads); trustctime off: a context's hard link moves a file's ctime, and
+        # git would read every linked file again at each look
+        status = ("-c", "core.trustctime=false", "--no-optional-locks", "status",
+                  "--porcelain", "--untracked-files=all", "--ignore-submodules=none")  # fmt: skip
         changed = git(*status, cwd=tree, ceiling=tree.parent).splitlines()
     except CommandFailed:
         head, changed = "", ["(git cannot read it)"]
@@ -492,8 +494,3 @@ def _intact(name: str, tree: Path, commit: str) -> bool:
     )
     shutil.rmtree(tree)
     return False
-
-
-def copy_tree(tree: Path, dest: Path) -> None:
-    """Copy a checked-out tree without git metadata (submodules' .git too)."""
-    shutil.copytree(tree, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))

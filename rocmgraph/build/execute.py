@@ -284,13 +284,16 @@ class _Builds:
             return
         with contextlib.ExitStack() as held:
             folder, kept = _context_folder(self.run, wave[-1], held)
-            self._solve(wave, folder, kept)
+            again = self._solve(wave, folder, kept)
+        for name in again:  # once the folder is free: a stage built again takes it too
+            self.solve((name,))  # alone: on its parent's image
 
-    def _solve(self, wave: tuple[str, ...], context_dir: Path, kept: bool) -> None:
+    def _solve(self, wave: tuple[str, ...], context_dir: Path, kept: bool) -> list[str]:
+        """Build ``wave`` from ``context_dir``; the stages to build again, alone."""
         owners, unprepared = self._prepare(wave, context_dir)
         wave = self._left(wave, unprepared)  # a fetch, a patch, a parent
         if not wave:
-            return
+            return []
         failpoints.reached("context")
         run = self.run
         for name in wave:
@@ -325,8 +328,7 @@ class _Builds:
         self._record([name for name in wave if name in self.built])
         if not errors and not kept:
             shutil.rmtree(context_dir, ignore_errors=True)  # kept when a build fails, to look at
-        for name in again:
-            self.solve((name,))  # alone: on its parent's image
+        return again
 
     def _misbuilt(self, wave: tuple[str, ...]) -> list[str]:
         """The stages of ``wave`` that are not built on their parent's image as tagged, and

@@ -244,12 +244,13 @@ def test_plan_text_is_a_table_with_the_reasons(
     )
     rocm_key = run.keys["rocm"].short
     assert lines[5] == (
-        f"rocm                {rocm_key}  -     not built  ?                  never built; "
+        f"rocm                {rocm_key}  -     not built  check only         never built; "
         "verify only: the base image provides it"
     )
     assert lines[-3:] == [
         "15 stages: 1 built, 14 to build",
-        "14 stages to build: ~0 s of work, ~0 s on 2 builders (14 without an estimate)",
+        "14 stages to build: ~0 s of work, ~0 s on 2 builders "
+        "(9 without an estimate, 5 checks only)",
         "network: off; a build refuses all 15 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
     ]
@@ -268,23 +269,24 @@ def test_plan_prices_the_build_from_records_then_reference_figures(
         run.records_dir, "sgl_kernel", "0" * 64, run.keys["sgl_kernel"].inputs, seconds=1500
     )
     records.save(run.records_dir, "prune", "0" * 64, run.keys["prune"].inputs, seconds=300)
-    references = load_references()  # vllm: 60 min; aiter (provided: no estimate) 108 min
+    references = load_references()  # vllm: 60 min; aiter (provided: checked only) 108 min
     plan = make_plan(run, engine, references, builders=2)
     priced = {p.name: p.estimate for p in plan.stages if p.estimate}
     assert priced == {
         "vllm": Estimate(3600.0, Source.REFERENCE),
         "sgl_kernel": Estimate(1500.0, Source.RECORDED),
-        "sglang": Estimate(0.0, Source.NONE),  # SGLang's Python: no public figure
+        "sglang": Estimate(240.0, Source.REFERENCE),  # SGLang's Python package
         "prune": Estimate(300.0, Source.RECORDED),
-        "assemble": Estimate(0.0, Source.NONE),
-        "manifest": Estimate(0.0, Source.NONE),
+        "assemble": Estimate(474.0, Source.REFERENCE),
+        "manifest": Estimate(0.498, Source.REFERENCE),  # pip freeze
     }
-    # vLLM and sgl-kernel side by side; prune beside vLLM once sgl-kernel is done; the rest.
-    assert (plan.total.work, plan.total.wall) == (5400.0, 3600.0)
+    # vLLM and sgl-kernel side by side; SGLang and prune beside vLLM once sgl-kernel is done;
+    # then assemble and manifest, after vLLM.
+    assert (plan.total.work, plan.total.wall) == (6114.498, 3600.0 + 474.0 + 0.498)
     text = as_text(run, plan).splitlines()
     assert text[-3:] == [
-        "6 stages to build: ~1 h 30 min of work, ~1 h 00 min on 2 builders "
-        "(2 recorded, 1 reference figure of the real image, 3 without an estimate)",
+        "6 stages to build: ~1 h 42 min of work, ~1 h 08 min on 2 builders "
+        "(2 recorded, 4 reference figures of the real image)",
         "network: off; a build refuses all 15 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
         "(ref): the real image's build time, as cited in docker/durations.toml",
@@ -292,7 +294,7 @@ def test_plan_prices_the_build_from_records_then_reference_figures(
     vllm = next(line for line in text if line.startswith("vllm "))
     assert "~1 h 00 min (ref) " in vllm
     one = make_plan(run, engine, references, builders=1)
-    assert one.total.wall == 5400.0
+    assert one.total.wall == 6114.498
 
 
 @pytest.mark.docker  # the plan asks the engine what is built: exit 0 needs one
@@ -303,7 +305,7 @@ def test_plan_json_prices_each_stage_and_the_whole() -> None:
     vllm = next(s for s in document["stages"] if s["name"] == "vllm")
     assert vllm["estimate"] == {"seconds": 3600.0, "from": "reference"}
     aiter = next(s for s in document["stages"] if s["name"] == "aiter")
-    assert aiter["estimate"] == {"seconds": 0.0, "from": "none"}  # provided: it only verifies
+    assert aiter["estimate"] == {"seconds": 0.0, "from": "check"}  # provided: it only checks
     assert document["estimate"]["builders"] == 3
     assert document["estimate"]["stages"] == 15
     bad = run_doit("plan", "jobs=0")

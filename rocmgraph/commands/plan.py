@@ -68,10 +68,7 @@ def make_plan(
     from ``references``)."""
     plans = []
     missing = run.graph.asked(run.pins)
-    # A stage the base provides only verifies: the figure of its source build is no estimate.
-    references = {
-        name: ref for name, ref in (references or {}).items() if name not in run.pins.base.provides
-    }
+    references = references or {}
     problem = engine_problem(engine)
     ids = {} if problem else engine.image_ids([run.ref(stage.name) for stage in run.graph])
 
@@ -110,7 +107,12 @@ def make_plan(
                 note=note,
                 estimate=None
                 if built or in_cache or problem  # no engine: what is built is not known
-                else estimate.estimate(stage.name, record.seconds if record else None, references),
+                else estimate.estimate(
+                    stage.name,
+                    record.seconds if record else None,
+                    references,
+                    check_only=stage.name in run.pins.base.provides,  # its source build is not
+                ),
                 hermetic=run.sealed(stage.name) is not None,
             )
         )

@@ -3,7 +3,8 @@
 A stage's estimate is the seconds its last build here took (its record), whatever
 key that was: a rebuild of vLLM costs about what the last one did. A stage never
 built here takes the real image's reference figure (docker/durations.toml, each
-figure cited), or has no estimate. Every estimate says which it is, so a plan never
+figure cited), or has no estimate. A stage the base image provides only checks versions:
+it has no build to cost. Every estimate says which it is, so a plan never
 passes a guess off as a measurement.
 
 The time on N builders is a list schedule (Graham's): whenever a builder is free it
@@ -30,6 +31,7 @@ REFERENCE_FILE = ROOT / "docker" / "durations.toml"
 class Source(StrEnum):
     RECORDED = "recorded"  # this machine's last build of the stage
     REFERENCE = "reference"  # the real image's figure, from docker/durations.toml
+    CHECK = "check"  # only checks what the base image provides: no build to cost
     NONE = "none"  # never built here, and no reference figure
 
 
@@ -41,6 +43,8 @@ class Estimate:
     def text(self) -> str:
         if self.source is Source.NONE:
             return "?"
+        if self.source is Source.CHECK:
+            return "check only"
         suffix = " (ref)" if self.source is Source.REFERENCE else ""
         return f"{duration(self.seconds)}{suffix}"
 
@@ -64,6 +68,7 @@ class Total:
     recorded: int
     reference: int
     unknown: int
+    checks: int = 0
 
     def text(self) -> str:
         if not self.stages:
@@ -78,6 +83,7 @@ class Total:
                     f"reference figure{'' if self.reference == 1 else 's'} of the real image",
                 ),
                 (self.unknown, "without an estimate"),
+                (self.checks, f"{'a check' if self.checks == 1 else 'checks'} only"),
             )
             if count
         ]
@@ -99,9 +105,16 @@ def duration(seconds: float) -> str:
     return f"~{minutes // 60} h {minutes % 60:02d} min"
 
 
-def estimate(stage: str, recorded: float | None, references: Mapping[str, Reference]) -> Estimate:
+def estimate(
+    stage: str,
+    recorded: float | None,
+    references: Mapping[str, Reference],
+    check_only: bool = False,
+) -> Estimate:
     if recorded is not None:
         return Estimate(recorded, Source.RECORDED)
+    if check_only:
+        return Estimate(0.0, Source.CHECK)
     if stage in references:
         return Estimate(references[stage].seconds, Source.REFERENCE)
     return Estimate(0.0, Source.NONE)
@@ -169,6 +182,7 @@ def total(
         recorded=counts[Source.RECORDED],
         reference=counts[Source.REFERENCE],
         unknown=counts[Source.NONE],
+        checks=counts[Source.CHECK],
     )
 
 

@@ -370,6 +370,11 @@ BAD_VALUES: dict[str, tuple[Edit, str]] = {
         f"pins.toml: [build].max_jobs: {2**63 - 1} is out of range; "
         "write an integer from 1 to 1024 (vLLM needs about 4 GiB per job)",
     ),
+    "an apt package in capitals": (
+        lambda t: edit_toml(t, ["base", "apt"], ["ccache", "G++"]),
+        "pins.toml: [base].apt: 'G++' is not a Debian package name (a-z, 0-9, + - .); write the "
+        "package as apt names it: lowercase letters, digits, '+', '-' and '.'",
+    ),
     "apt priority 0": (
         lambda t: edit_toml(t, ["rocm", "pin_priority"], 0),
         "pins.toml: [rocm].pin_priority: 0 is out of range; "

@@ -361,6 +361,13 @@ NAME = Kind(
     "use letters, digits, '.', '_' and '-'",
 )
 
+# Debian policy 5.6.7: lowercase letters, digits, + - and ., two characters at least (g++).
+APT_PACKAGE = Kind(
+    "apt package",
+    _regex(r"[a-z0-9][a-z0-9+.-]+", "a Debian package name (a-z, 0-9, + - .)"),
+    "write the package as apt names it: lowercase letters, digits, '+', '-' and '.'",
+)
+
 
 def _git_ref(value: str) -> str | None:
     """A branch or tag name as git allows it (`git check-ref-format`), in the safe

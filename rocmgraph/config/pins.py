@@ -144,7 +144,7 @@ class Base:
     provides: tuple[str, ...] = _kind(kinds.STAGE_NAME, default=())
     workdir: str = _kind(kinds.ABS_PATH, default="/workspace")
     repos: Mapping[str, KeyedRepo] = _kind(kinds.TEXT, default={})  # added before `apt`
-    apt: tuple[str, ...] = _kind(kinds.NAME, default=())
+    apt: tuple[str, ...] = _kind(kinds.APT_PACKAGE, default=())
     # Variables the base image sets itself that the graph's builds set too: the final image
     # keeps them, as any image built FROM the base does (rocm/primus sets DEBIAN_FRONTEND).
     keeps_env: tuple[str, ...] = _kind(kinds.ENV_NAME, default=())
@@ -174,7 +174,7 @@ class Rocm:
     # apt keeps a priority in 16 bits; 0 is no priority and below it apt never installs.
     pin_priority: int = _bounded(1, 32767, "an apt pin priority", default=600)
     repos: Mapping[str, AptRepo] = _kind(kinds.TEXT)
-    packages: Mapping[str, str] = _kind(kinds.APT_VERSION)
+    packages: Mapping[str, str] = _kind(kinds.APT_VERSION, kinds.APT_PACKAGE)
 
 
 @dataclass(frozen=True, kw_only=True)

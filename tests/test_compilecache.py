@@ -27,6 +27,33 @@ def test_hits_misses_and_the_shared_caches_hits_are_read() -> None:
     assert str(from_log(SHOWN)) == "ccache 1 hit (1 shared), 1 miss"
 
 
+# What ccache 4.7's --show-log-stats --verbose prints (a compile's own statistics log).
+LOGGED = """\
+#9 5.210 Cacheable calls:  18 / 18 (100.0%)
+#9 5.210   Hits:           16 / 18 (88.89%)
+#9 5.210     Direct:       16 / 16 (100.0%)
+#9 5.210     Preprocessed:  0 /  2 ( 0.00%)
+#9 5.210   Misses:          2 / 18 (11.11%)
+#9 5.210 Successful lookups:
+#9 5.210   Direct:         16 / 18 (88.89%)
+#9 5.210   Preprocessed:    0 /  2 ( 0.00%)
+#9 5.210 Local storage:
+#9 5.210   Hits:            0 / 18 ( 0.00%)
+#9 5.210   Misses:         18 / 18 (100.0%)
+#9 5.210   Reads:          36
+#9 5.210   Writes:         20
+#9 5.210 Remote storage:
+#9 5.210   Hits:           16 / 18 (88.89%)
+#9 5.210   Misses:          2 / 18 (11.11%)
+#9 DONE 5.3s
+"""
+
+
+def test_a_compiles_own_statistics_log_is_read() -> None:
+    assert from_log(LOGGED) == Stats(hits=16, misses=2, remote_hits=16)
+    assert str(from_log(LOGGED)) == "ccache 16 hits (16 shared), 2 misses"
+
+
 def test_every_compile_of_a_stage_is_summed() -> None:
     twice = SHOWN + SHOWN.replace("#14", "#15")
     assert from_log(twice) == Stats(hits=2, misses=2, remote_hits=2)

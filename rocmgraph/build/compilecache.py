@@ -1,7 +1,9 @@
-"""What ccache did in a source build: the hits and misses its ``--show-stats`` printed.
+"""What ccache did in a source build: the hits and misses its ``--show-log-stats`` printed.
 
-Source stages zero ccache's statistics before each compile and show them after, so
-the figures in a stage's log are that build's own. Summed over the stage's RUNs,
+Each compile of a source stage keeps ccache's counters in a statistics log of its own
+(``CCACHE_STATSLOG``) and shows them after, so the figures in a stage's log are that
+build's own, though other builds share the cache at the same moment (zeroing the cache's
+counters would mix theirs in). Summed over the stage's RUNs,
 they tell whether a shared compile cache (compile_cache=) paid: a build on a new
 machine of a small change should be mostly remote hits.
 """
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 # A line of BuildKit's plain progress: "#12 3.456 <what the step printed>".
 _STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
 _COUNT = re.compile(r"^\s*(Hits|Misses):\s+(\d+)\b")
-_SECTION = re.compile(r"^(Cacheable calls|Local storage|Remote storage):")
+_SECTION = re.compile(r"^(Cacheable calls|Successful lookups|Local storage|Remote storage):")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Stats:
 
 
 def from_log(text: str) -> Stats | None:
-    """The sum of every ``ccache --show-stats`` in a build log; None if it compiled nothing."""
+    """The sum of every ccache statistics in a build log; None if it compiled nothing."""
     total, seen, section = Stats(), False, ""
     for raw in text.splitlines():
         match = _STEP_OUTPUT.match(raw)

@@ -57,14 +57,17 @@ import linear
 import usershell
 
 import stages
-from rocmgraph.build import dockerfiles, progress
+from rocmgraph.build import compilecache, dockerfiles, progress
 from rocmgraph.build.execute import private_files, secret_texts
 from rocmgraph.common.engine import BuildJob
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config import pins as pins_module
 from rocmgraph.config import pinsedit
 from rocmgraph.config.pins import PinPath, Value
+from rocmgraph.demo import kernels
+from rocmgraph.demo.machine import compile_cache, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT, Demo, pins_path
+from rocmgraph.demo.serve import Registry
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import estimate, imageconfig
 from rocmgraph.graph.dag import dropped_env
@@ -73,6 +76,14 @@ from rocmgraph.graph.invocation import Options, Run
 NAMESPACE = "verl-bench"
 DOCKER = "/usr/bin/docker"
 WAYS = ("graph", "monolith", "squashed", "linear")
+SIDES = ("graph", "monolith")  # the ways measured evicted and on fresh runners
+SCALE = 0.25  # demo seconds per real minute of compiling (rocmgraph/demo/kernels.py)
+REGISTRY_PORT, REDIS_PORT = 28474, 28475  # the fresh runners' registry and compile cache
+# After the log, with BuildKit's cache evicted: nothing changed, then one value.
+EVICTED: tuple[tuple[str, dict[PinPath, Value]], ...] = (
+    ("no-op", {}),
+    ("ENV value", {("env", "NCCL_DEBUG"): "INFO"}),
+)
 PATCH = "docker/patches/sglang/0001-layernorm-in-place-fused-add-rms-norm.patch"
 SCRATCH = ROOT / ".build" / "benchmark"  # the edited patch lives here: pins name repo paths
 EDITED = ".build/benchmark/0001-layernorm-in-place-fused-add-rms-norm.patch"
@@ -193,15 +204,18 @@ def shared_bytes(first: str, second: str) -> int | None:
 # ------------------------------------------------------------ four ways to build
 
 
-def doit_build(pins: Path, arch: str, target: str = "image") -> tuple[float, str]:
-    """``doit build:<target>`` of ``pins``, as a user's shell runs it: its seconds, and
-    what it printed."""
+def doit_build(
+    pins: Path, arch: str, *extra: str, target: str = "image", env: dict[str, str] | None = None
+) -> tuple[float, str]:
+    """``doit build:<target>`` of ``pins`` (and ``extra`` variables), as a user's shell runs
+    it, on the engine ``env`` points at: its seconds, and what it printed."""
     started = time.monotonic()
     # -n 2: independent stages build at once, as BuildKit runs a monolith's stages
     result = subprocess.run(
         [sys.executable, "-m", "doit", "-n", "2", f"build:{target}", "network=host",
-         "hermetic=0", f"pins={pins}", f"arch={arch}"],
-        cwd=ROOT, capture_output=True, text=True, check=False, env=usershell.environ(),
+         "hermetic=0", f"pins={pins}", f"arch={arch}", *extra],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+        env={**usershell.environ(), **(env or {})},
     )  # fmt: skip
     elapsed = time.monotonic() - started
     if result.returncode != 0:
@@ -321,8 +335,8 @@ def modelled_minutes(log: list[Step], kernel_moves: bool = False) -> dict[str, l
     """Minutes each change costs the real image (pins.toml), per way: the graph rebuilds the
     stages whose key changes (the monolith's BuildKit cache, the same stages); the linear
     recipe every stage from the first that changes, in verl's order. A stage's minutes are
-    its reference figure; the base provides some (they verify: 0) and some have no figure (0,
-    named in benchmarks/RESULTS.md). ``kernel_moves``: the SGLang bump changes sgl-kernel/ too (its
+    its reference figure (each stage has one); the base provides some (they only check
+    versions: 0). ``kernel_moves``: the SGLang bump changes sgl-kernel/ too (its
     tree id moves), where the demo's leaves it alone."""
     references = estimate.load_references()
     graph = stages.graph()
@@ -348,14 +362,14 @@ def modelled_minutes(log: list[Step], kernel_moves: bool = False) -> dict[str, l
             changed = {name for name in keys if before.get(name) != keys[name]}
             if step.name == "cold build":
                 changed = set(keys)
-            # What the base provides only verifies: its figure is no cost here.
+            # What the base provides is only checked: its figure is no cost here.
             figures = {
-                n: r.seconds / 60 for n, r in references.items() if n not in run.pins.base.provides
+                n: 0.0 if n in run.pins.base.provides else references[n].seconds / 60 for n in keys
             }
             order = [n for n in linear.ORDER if n in keys]
             first = next((i for i, n in enumerate(order) if n in changed), len(order))
-            rows["graph"].append(sum(figures.get(n, 0.0) for n in changed))
-            rows["linear"].append(sum(figures.get(n, 0.0) for n in order[first:]))
+            rows["graph"].append(sum(figures[n] for n in changed))
+            rows["linear"].append(sum(figures[n] for n in order[first:]))
             before = keys
     return rows
 
@@ -384,30 +398,52 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows to this file")
     parser.add_argument("--only", default=",".join(WAYS), help="ways to build, comma-separated")
     parser.add_argument("--rounds", type=int, default=1, help="replays of each way (median)")
+    parser.add_argument("--scale", type=float, default=SCALE,
+                        help="demo seconds per real minute of compiling")  # fmt: skip
     args = parser.parse_args()
     ways = [way for way in args.only.split(",") if way]
     log, template, source_archs = prepare_demo()
-    rounds: dict[str, list[list[dict[str, float | int]]]] = {way: [] for way in ways}
+    rounds: dict[str, list[Rows]] = {way: [] for way in ways}
     shared: dict[str, int | None] = {}
+    after: dict[str, Rows] = {}
     for number in range(args.rounds):
         for way in ways if number % 2 == 0 else ways[::-1]:
-            rows, shared[way] = replay(way, log, template, source_archs)
+            rows, shared[way], after[way] = replay(way, log, template, source_archs, args.scale)
             rounds[way].append(rows)
             total = sum(float(row["seconds"]) for row in rows[2:])
             print(f"round {number + 1}: {way}: the log after the cold build {total:.1f} s",
                   file=sys.stderr)  # fmt: skip
     results = {way: median_rows(replays) for way, replays in rounds.items()}
+    fresh = {
+        way: fresh_runners(way, log, template, source_archs, args.scale)
+        for way in SIDES
+        if way in ways
+    }
     modelled = modelled_minutes(log)
     modelled["graph_kernel"] = modelled_minutes(log, kernel_moves=True)["graph"]
     if args.rounds > 1:
         print(f"Each change's time: the median of {args.rounds} rounds.\n")
     report(log, ways, results, shared, modelled)
+    report_sides(log, after, fresh)
     if args.json:
+        bump = next(i for i, step in enumerate(log) if step.name == "vLLM bump")
         document = {
+            "scale": args.scale,
             "rows": [
                 {"change": step.name, **{way: results[way][i] for way in ways}}
                 for i, step in enumerate(log)
             ],
+            "evicted": [
+                {"change": name, **{way: rows[i] for way, rows in after.items() if rows}}
+                for i, (name, _) in enumerate(EVICTED)
+            ],
+            "fresh_runner": [
+                {"change": step.name, **{way: with_ccache(rows[i]) for way, rows in fresh.items()}}
+                for i, step in enumerate(log)
+            ],
+            # the shared compile cache: the vLLM bump on a fresh runner, after another
+            # runner built the old pin
+            "ccache": with_ccache(fresh["graph"][bump])["ccache"] if "graph" in fresh else None,
             "shared_arch_bytes": shared,
             "modelled_minutes": {
                 way: dict(zip((s.name for s in log), minutes, strict=True))
@@ -417,14 +453,17 @@ def main() -> None:
         args.json.write_text(json.dumps(document, indent=1) + "\n")
 
 
+Rows = list[dict[str, float | int]]
+
+
 def replay(
-    way: str, log: list[Step], template: str, source_archs: tuple[str, ...]
-) -> tuple[list[dict[str, float | int]], int | None]:
-    """The change log built one way, from a cold start: a row per change, and the bytes the
-    two arch's final images share."""
-    rows: list[dict[str, float | int]] = []
+    way: str, log: list[Step], template: str, source_archs: tuple[str, ...], scale: float
+) -> tuple[Rows, int | None, Rows]:
+    """The change log built one way, from a cold start: a row per change, the bytes the
+    two arch's final images share, and (for ``SIDES``) the rows of ``evicted``."""
+    rows: Rows = []
     finals: dict[str, str] = {}
-    with cold_world(template, source_archs) as (work, pins):
+    with cold_world(template, source_archs, scale) as (work, pins):
         configs = None
         if way == "squashed":  # built before the log, then forgotten: not timed
             configs = squash_configs(pins, log[0].arch, work)
@@ -444,7 +483,129 @@ def replay(
             if spent is not None:
                 rows[-1]["engine_cpu_seconds"] = round(spent, 1)
             print(f"{way}: {step.name}: {seconds:.1f} s, {count}", file=sys.stderr)
-        return rows, shared_bytes(finals["gfx942"], finals["gfx950"])
+        shared = shared_bytes(finals["gfx942"], finals["gfx950"])
+        after = evicted(way, pins, log[-1].arch, work) if way in SIDES else []
+        return rows, shared, after
+
+
+def evicted(way: str, pins: Path, arch: str, work: Path) -> Rows:
+    """After the log, BuildKit's cache evicted, images kept (what its garbage collection does
+    once an image of 35-60 GB fills its keep-storage): the rows of ``EVICTED``."""
+    docker("builder", "prune", "--all", "--force")
+    rows: Rows = []
+    for name, change in EVICTED:
+        pinsedit.write(pins, [pinsedit.Change(p, "", v) for p, v in change.items()])
+        if way == "graph":
+            seconds, count, _ = graph_build(pins, arch)
+        else:
+            seconds, count, _ = file_build(way, pins, arch, work)
+        rows.append({"seconds": round(seconds, 1), "stages": count})
+        print(f"{way}: evicted, {name}: {seconds:.1f} s, {count}", file=sys.stderr)
+    return rows
+
+
+def fresh_runners(
+    way: str, log: list[Step], template: str, source_archs: tuple[str, ...], scale: float
+) -> Rows:
+    """The log on fresh CI runners: each change on an empty engine (no image, no BuildKit
+    cache), sharing a registry and a compile cache with the runners before it. The graph
+    uses ``cache=`` and ``compile_cache=``; the monolith its inline cache
+    (``BUILDKIT_INLINE_CACHE=1``, ``--cache-from`` the image the runner before pushed) and
+    the same compile cache. A row per change: seconds, stages, ccache's figures."""
+    rows: Rows = []
+    with (
+        cold_world(template, source_archs, scale) as (work, pins),
+        compile_cache(work / "redis", REDIS_PORT) as ccache,
+        second_engine() as runner,
+    ):
+        registry = Registry(work / "registry", REGISTRY_PORT)
+        cache = f"127.0.0.1:{REGISTRY_PORT}/{way}-{time.time_ns()}"
+        pushed: set[str] = set()
+        try:
+            for step in log:
+                apply(step, pins)
+                empty(runner)
+                if way == "graph":
+                    seconds, printed = doit_build(
+                        pins, step.arch, f"cache={cache}", f"compile_cache={ccache}", env=runner
+                    )
+                    count, stats = len(progress.built_stages(printed)), graph_ccache(printed)
+                else:
+                    seconds, count, stats = inline_cache_build(
+                        pins, step.arch, work, runner=runner, pushed=pushed, ccache=ccache,
+                        ref=f"{cache}/monolith:{step.arch}",
+                    )  # fmt: skip
+                rows.append({"seconds": round(seconds, 1), "stages": count,
+                             "ccache_hits": stats.hits, "ccache_misses": stats.misses})  # fmt: skip
+                print(f"{way}: fresh runner, {step.name}: {seconds:.1f} s, {count}, {stats}",
+                      file=sys.stderr)  # fmt: skip
+        finally:
+            registry.stop()
+    return rows
+
+
+def empty(runner: dict[str, str]) -> None:
+    """No image and no BuildKit cache on the engine ``runner`` points at: a fresh runner."""
+    env = {**os.environ, **runner}
+    listed = subprocess.run([DOCKER, "image", "ls", "--all", "--quiet"], env=env,
+                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    if listed:
+        subprocess.run([DOCKER, "image", "rm", "--force", *sorted(set(listed))], env=env,
+                       capture_output=True, check=False)  # fmt: skip
+    subprocess.run([DOCKER, "builder", "prune", "--all", "--force"], env=env,
+                   capture_output=True, check=True)  # fmt: skip
+
+
+_BUILT_STATS = re.compile(r"\(ccache (\d+) hits?(?: \(\d+ shared\))?, (\d+) miss(?:es)?\)")
+
+
+def graph_ccache(printed: str) -> compilecache.Stats:
+    """The sum of what ccache did in the stages a graph build built (its ``built`` lines)."""
+    total = compilecache.Stats()
+    for line in printed.splitlines():
+        if line.startswith("built ") and (found := _BUILT_STATS.search(line)):
+            total += compilecache.Stats(hits=int(found.group(1)), misses=int(found.group(2)))
+    return total
+
+
+def inline_cache_build(
+    pins: Path,
+    arch: str,
+    work: Path,
+    *,
+    runner: dict[str, str],
+    ref: str,
+    pushed: set[str],
+    ccache: str,
+) -> tuple[float, int, compilecache.Stats]:
+    """The monolith on a fresh runner: from the inline cache of the image the runner before
+    pushed to ``ref`` (if one did), then pushed for the next (its push counted)."""
+    started = time.monotonic()
+    run = Run(Options(pins=str(pins), arch=arch, network="host", compile_cache=ccache),
+              stages.graph())  # fmt: skip
+    outside = Outside(logs=work / "logs", network="host")
+    context = dockerfiles.prepare(run, outside.engine, outside, work / "context")
+    inline = ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    if ref in pushed:
+        inline += ["--cache-from", ref]
+    env = {**os.environ, "DOCKER_BUILDKIT": "1", **runner}
+    with private_files(secret_texts(run, run.pins.python.index), work / "secrets") as files:
+        secrets = [
+            arg for name, path in files.items() for arg in ("--secret", f"id={name},src={path}")
+        ]
+        result = subprocess.run(
+            [DOCKER, "build", "--progress=plain", "--network=host", "--tag", ref, *secrets,
+             *inline, str(context)],
+            capture_output=True, text=True, check=False, env=env,
+        )  # fmt: skip
+    if result.returncode != 0:
+        raise SystemExit(result.stdout[-3000:] + result.stderr[-3000:])
+    subprocess.run([DOCKER, "push", ref], env=env, capture_output=True, check=True)
+    pushed.add(ref)
+    elapsed = time.monotonic() - started
+    log = result.stderr + result.stdout
+    owned = dockerfiles.owners(dockerfiles.stage_texts(run))
+    return elapsed, executed_stages(log, owned), compilecache.from_log(log) or compilecache.Stats()
 
 
 def prepare_demo() -> tuple[list[Step], str, tuple[str, ...]]:
@@ -465,10 +626,13 @@ def prepare_demo() -> tuple[list[Step], str, tuple[str, ...]]:
 
 
 @contextlib.contextmanager
-def cold_world(template: str, source_archs: tuple[str, ...]) -> Iterator[tuple[Path, Path]]:
+def cold_world(
+    template: str, source_archs: tuple[str, ...], scale: float = SCALE
+) -> Iterator[tuple[Path, Path]]:
     """A scratch folder and the demo's pins in it (under the benchmark's image name, with
-    ``source_archs``), the edited patch in place, no image of the benchmark's and an empty
-    BuildKit cache, and the demo's upstreams served: (the folder, the pins file)."""
+    ``source_archs``, the kernels' work at ``scale``), the edited patch in place, no image of
+    the benchmark's and an empty BuildKit cache, and the demo's upstreams served: (the
+    folder, the pins file)."""
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         pins = work / "pins.toml"
@@ -478,6 +642,7 @@ def cold_world(template: str, source_archs: tuple[str, ...]) -> Iterator[tuple[P
             [
                 pinsedit.Change(("image", "name"), "", NAMESPACE),
                 pinsedit.Change(("build", "source_archs"), "", source_archs),
+                *kernel_work(scale),
             ],
         )
         SCRATCH.mkdir(parents=True, exist_ok=True)
@@ -492,6 +657,19 @@ def cold_world(template: str, source_archs: tuple[str, ...]) -> Iterator[tuple[P
         finally:
             demo.stop()
             (ROOT / EDITED).unlink(missing_ok=True)
+
+
+def kernel_work(scale: float) -> list[pinsedit.Change]:
+    """Each demo source's kernels, compiling in proportion to its real build at ``scale``."""
+    references = estimate.load_references()
+    return [
+        pinsedit.Change(
+            ("sources", name, "env", "DEMO_KERNEL_STEPS"),
+            "",
+            str(kernels.steps(name, references[name].seconds / 60, scale)),
+        )
+        for name in kernels.KERNELS
+    ]
 
 
 def apply(step: Step, pins: Path) -> None:
@@ -568,6 +746,46 @@ def report(
     ratios = [f"{line / hours:.2f}x" if hours else "n/a" for hours in (graph, kernel)]
     print(f"| the log after the cold build | **{graph:.1f} h** ({ratios[0]}) | **{kernel:.1f} h** "
           f"({ratios[1]}) | **{line:.1f} h** |")  # fmt: skip
+
+
+def with_ccache(row: dict[str, float | int]) -> dict[str, object]:
+    """A fresh runner's row as the JSON has it: ccache's figures as ``{"hits", "misses"}``."""
+    figures = {"hits": row["ccache_hits"], "misses": row["ccache_misses"]}
+    plain = {k: v for k, v in row.items() if not k.startswith("ccache_")}
+    return {**plain, "ccache": figures}
+
+
+def report_sides(log: list[Step], after: dict[str, Rows], fresh: dict[str, Rows]) -> None:
+    """The evicted and fresh-runner tables."""
+    ways = [way for way in SIDES if after.get(way)]
+    if ways:
+        print()
+        print("| BuildKit's cache evicted, after the log | "
+              + " | ".join(f"{way}: time | stages" for way in ways) + " |")  # fmt: skip
+        print("| --- |" + " ---: | ---: |" * len(ways))
+        for i, (name, _) in enumerate(EVICTED):
+            cells = " | ".join(
+                f"{after[way][i]['seconds']:.1f} s | {after[way][i]['stages']}" for way in ways
+            )
+            print(f"| {name} | {cells} |")
+    if not fresh:
+        return
+    print()
+    print("| fresh runner, a registry and a compile cache | "
+          + " | ".join(f"{way}: time | stages | ccache hits / misses" for way in fresh)
+          + " |")  # fmt: skip
+    print("| --- |" + " ---: | ---: | ---: |" * len(fresh))
+    for i, step in enumerate(log):
+        cells = " | ".join(
+            f"{rows[i]['seconds']:.1f} s | {rows[i]['stages']} | "
+            f"{rows[i]['ccache_hits']} / {rows[i]['ccache_misses']}"
+            for rows in fresh.values()
+        )
+        print(f"| {step.name} | {cells} |")
+    totals = " | ".join(
+        f"**{sum(float(r['seconds']) for r in rows[2:]):.1f} s** | |" for rows in fresh.values()
+    )
+    print(f"| the log after the cold build | {totals} |")
 
 
 if __name__ == "__main__":

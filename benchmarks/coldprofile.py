@@ -91,7 +91,7 @@ class Timed:
 
 def timed(pins: Path, target: str, arch: str) -> Timed:
     cpu = changelog.engine_cpu()
-    seconds, _ = changelog.doit_build(pins, arch, target)
+    seconds, _ = changelog.doit_build(pins, arch, target=target)
     return Timed(seconds, changelog.engine_cpu_since(cpu))
 
 

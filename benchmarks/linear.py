@@ -4,9 +4,11 @@ the multi-stage monolith): with one stage, a change to any step rebuilds every s
 after it, whatever it depends on.
 
 It is made from the monolith's stages (the same steps and build context), reordered
-and joined: the source stages write their wheels to /dist/<stage> in the one
-filesystem, where assemble finds them instead of a mount from another stage, and each
-stage's steps start in the base's working directory, as they would FROM their parent.
+and joined. It compiles as verl's recipe does, with no compile cache (the 7.14 recipe
+installs no ccache): each compile starts from an empty one. The source stages write their
+wheels to /dist/<stage> in the one filesystem, where assemble finds them instead of a
+mount from another stage, and each stage's steps start in the base's working directory,
+as they would FROM their parent.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ ORDER = (
     "manifest",
 )  # fmt: skip
 
+CCACHE_MOUNT = "--mount=type=cache,target=/root/.cache/ccache "
+NO_CCACHE = "--mount=type=tmpfs,target=/root/.cache/ccache "  # empty at every compile
 _FROM = re.compile(r"^FROM \S+ AS \w+\n", re.MULTILINE)
 _MOUNT = re.compile(r"^ *--mount=type=bind,from=(\w+),source=/dist,target=/dist/\1 \\\n", re.M)
 _COPY_FROM = re.compile(r"^COPY --from=(\w+) (\S+) (\S+)$", re.MULTILINE)
@@ -63,6 +67,7 @@ def dockerfile(run: Run) -> str:
         text = text.replace("--wheel-dir /dist ", f"--wheel-dir /dist/{name} ")
         text = text.replace("mkdir -p /dist\n", f"mkdir -p /dist/{name}\n")
         text = text.replace(" /dist/*.whl\n", f" /dist/{name}/*.whl\n")  # the in-place step
+        text = text.replace(CCACHE_MOUNT, NO_CCACHE)
         text = _MOUNT.sub("", text)  # the wheels are at /dist/<stage> already
         text = _COPY_FROM.sub(_copy, text)
         parts.append(text)

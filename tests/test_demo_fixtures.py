@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from servers import git
 
 from rocmgraph.config import pins
-from rocmgraph.demo import fixtures, primus, rocmfiles
+from rocmgraph.demo import fixtures, kernels, primus, rocmfiles
 from rocmgraph.demo.profile import PROFILES
+from rocmgraph.graph.estimate import load_references
 
 
 def test_the_demo_upstreams_are_what_demo_pins_pin(tmp_path: Path) -> None:
@@ -49,3 +51,23 @@ def test_the_primus_base_is_keyed_by_its_dockerfile_and_context(tmp_path: Path) 
     assert primus.inputs_key(context, "FROM rootfs:2\n") != key
     (context / "wheels" / "a.whl").write_bytes(b"b")
     assert primus.inputs_key(context, "FROM rootfs:1\n") != key
+
+
+def test_the_demo_kernels_cost_the_real_builds_minutes_at_the_test_scale() -> None:
+    references = load_references()
+    for profile in PROFILES.values():
+        demo = pins.load(profile.template)
+        for name, count in kernels.KERNELS.items():
+            if name not in demo.sources:
+                continue
+            expected = kernels.steps(name, references[name].seconds / 60, kernels.TEST_SCALE)
+            assert demo.sources[name].env["DEMO_KERNEL_STEPS"] == str(expected), name
+            assert count * expected / kernels.STEPS_PER_SECOND == pytest.approx(
+                references[name].seconds / 60 * kernels.TEST_SCALE
+            )
+    assert kernels.steps("vllm", 60, 1.0) == 1_875_000  # vLLM's hour: 60 s of compiling
+    made = kernels.files("causal_conv1d", "causal-conv1d")
+    assert sorted(made) == [f"csrc/kernels/{name}" for name in
+                            ("k00.cpp", "k01.cpp", "k02.cpp", "k03.cpp", "spin.h")]  # fmt: skip
+    assert "demo::spin(DEMO_KERNEL_STEPS, 2UL)" in made["csrc/kernels/k01.cpp"]
+    assert "demo::spin(DEMO_KERNEL_STEPS, 1002UL)" in kernels.unit("vLLM", 1, variant=1)

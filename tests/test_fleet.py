@@ -3,11 +3,9 @@ real Docker engines (the second one as another machine: rocmgraph/demo/machine.p
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -22,10 +20,9 @@ from test_faults import other_verl_commit
 import stages
 from rocmgraph.common import failpoints
 from rocmgraph.common.layout import ROOT
-from rocmgraph.demo.machine import DOCKER, images, second_engine
+from rocmgraph.demo.machine import DOCKER, compile_cache, images, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT
 from rocmgraph.demo.serve import Registry
-from rocmgraph.outside import proc
 from rocmgraph.outside.http import Http
 from rocmgraph.outside.registry import Client
 
@@ -49,24 +46,8 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Debian's redis-server on 127.0.0.1: the shared compile cache."""
     need("redis-server")
-    folder = tmp_path_factory.mktemp("redis")
-    server = proc.spawn(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(REDIS_PORT), "--save", "",
-         "--appendonly", "no", "--dir", str(folder)],
-        log=folder / "redis.log",
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", REDIS_PORT)):
-                break
-            assert server.poll() is None, (folder / "redis.log").read_text()
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.1)
-        yield f"redis://127.0.0.1:{REDIS_PORT}"
-    finally:
-        server.terminate()
-        server.wait(30)
+    with compile_cache(tmp_path_factory.mktemp("redis"), REDIS_PORT) as location:
+        yield location
 
 
 @pytest.fixture(scope="module")
@@ -203,19 +184,19 @@ def test_a_small_change_built_on_b_takes_what_a_compiled_from_the_shared_compile
     assert "vllm" in built(first)
 
     # B has never compiled anything (its BuildKit cache, ccache's local one, is emptied):
-    # a one-file change of the C extension compiles that file alone.
+    # a small change (one file of the C extension, one kernel of 16) compiles those alone.
     on_b(machine_b, "builder", "prune", "--all", "--force")
     b = copy_of_demo(tmp_path / "b")
     b.edit(["sources", "vllm", "env"], {"DEMO_BUILT_BY": f"b-{run}"})
     commits = json.loads((DEMO_ROOT / "fixtures" / "built.json").read_text())["commits"]["vllm"]
-    b.edit(["sources", "vllm", "commit"], commits[1])  # csrc/ops_b.c changed, ops_a.c not
+    b.edit(["sources", "vllm", "commit"], commits[1])  # csrc/ops_b.c and k05.cpp changed
     second = b.build("gfx942", f"cache={registry}", f"compile_cache={redis}", target="build:vllm",
                      env=machine_b)  # fmt: skip
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
     line = next(line for line in second.stdout.splitlines() if line.startswith("built vllm "))
-    assert line.endswith(" s (ccache 1 hit (1 shared), 1 miss)"), line
+    assert line.endswith(" s (ccache 16 hits (16 shared), 2 misses)"), line
     log = (b.pins.parent / ".build" / "logs" / "vllm.log").read_text()
-    assert re.search(r"Remote storage:\n#\d+ [0-9.]+ +Hits: +1 / +2", log), log[-3000:]
+    assert re.search(r"Remote storage:\n#\d+ [0-9.]+ +Hits: +16 / +18", log), log[-3000:]
     assert redis.split("//")[1] not in log  # a location, in a secret: in no command or output
 
 

@@ -52,5 +52,14 @@ def test_the_same_steps_as_the_monolith(text: str) -> None:
     }  # fmt: skip
     mine = {line for line in text.splitlines() if line.startswith(("RUN ", "ENV ", "    && "))}
     assert steps - mine == {
-        line for line in steps if "mkdir -p /dist" in line or "--wheel-dir /dist " in line
-    }  # only where the wheels go differs (the in-place step's line starts with spaces)
+        line for line in steps
+        if "mkdir -p /dist" in line or "--wheel-dir /dist " in line or linear.CCACHE_MOUNT in line
+    }  # fmt: skip
+    # Only where the wheels go differs (the in-place step's line starts with spaces), and the
+    # compile cache: verl's recipe has none.
+
+
+def test_every_compile_starts_from_an_empty_compile_cache(text: str) -> None:
+    assert linear.CCACHE_MOUNT not in text
+    # causal-conv1d, vLLM, SGLang's python/, torch_memory_saver, sgl-kernel
+    assert text.count("ccache --show-log-stats") == text.count(linear.NO_CCACHE) == 5

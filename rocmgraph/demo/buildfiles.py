@@ -24,6 +24,7 @@ from __future__ import annotations
 import posixpath
 
 from rocmgraph.config.archs import KNOWN_ARCHS
+from rocmgraph.demo import kernels
 
 VLLM_PYPROJECT = """# vLLM (demo): its version comes from git, through setuptools_scm (setup.py).
 [build-system]
@@ -34,18 +35,23 @@ build-backend = "setuptools.build_meta"
 # The table's presence is the whole configuration: no fallback version.
 """
 
-VLLM_SETUP = '''"""vLLM (demo): a C extension compiled through ccache, like vLLM's CMake build,
-a version from setuptools_scm, like vLLM's get_vllm_version, and triton_kernels cloned at
-configure time unless TRITON_KERNELS_SRC_DIR gives the folder, like vLLM's CMake does: this
-script runs the FetchContent of the CMake files beside it in miniature."""
+VLLM_SETUP = (
+    '''"""vLLM (demo): a C extension and its C++ kernels compiled through ccache, MAX_JOBS
+at a time, like vLLM's CMake build, a version from setuptools_scm, like vLLM's
+get_vllm_version, and triton_kernels cloned at configure time unless TRITON_KERNELS_SRC_DIR
+gives the folder, like vLLM's CMake does: this script runs the FetchContent of the CMake
+files beside it in miniature."""
 
+import concurrent.futures
 import glob
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 
 import setuptools
+from setuptools.command.build_ext import build_ext
 from setuptools_scm import get_version
 
 
@@ -79,6 +85,17 @@ def get_vllm_version() -> str:
     if override:
         os.environ["SETUPTOOLS_SCM_PRETEND_VERSION"] = override
     return get_version(write_to="vllm/_version.py")
+'''
+    + kernels.BUILD
+    + '''
+
+class BuildKernels(build_ext):
+    """The kernels first, linked into vllm._C: only when the wheel builds, not each time
+    pip runs this script."""
+
+    def run(self):
+        compile_kernels("csrc/kernels", self.extensions[0])
+        super().run()
 
 
 # vLLM's CMake build has ccache as its compiler launcher; setuptools takes it from CC.
@@ -91,9 +108,11 @@ setuptools.setup(
     version=get_vllm_version(),
     packages=["vllm", "vllm.third_party", "vllm.third_party.triton_kernels"],
     ext_modules=[setuptools.Extension("vllm._C", ["csrc/ops_a.c", "csrc/ops_b.c"])],
+    cmdclass={"build_ext": BuildKernels},
     install_requires=requires,
 )
 '''
+)
 
 # vLLM's CMake files in miniature: the lines that fetch triton_kernels, as upstream's read.
 VLLM_CMAKELISTS = """# vLLM (demo): the lines of vLLM's CMakeLists.txt that fetch at configure time.
@@ -212,12 +231,18 @@ SETUP_ROCM = [
     '''"""sgl-kernel (demo): the ROCm setup script in miniature, around the lines the
 real patch touches. It records the hipcc flags a real build would pass. As upstream's, it
 names the distribution sglang-kernel and reads its version from the pyproject.toml beside
-it: the ROCm one only once pyproject_rocm.toml is copied over it."""
+it: the ROCm one only once pyproject_rocm.toml is copied over it. Its C++ kernels compile
+through ccache, MAX_JOBS at a time."""
 
+import concurrent.futures
+import glob
 import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import setuptools
+from setuptools.command.build_py import build_py
 
 root = Path(__file__).parent.resolve()
 arch = "x86_64"
@@ -229,9 +254,12 @@ def _get_version():
             if line.startswith("version"):
                 return line.split("=")[1].strip().strip('"')
 
+'''
+    + kernels.BUILD
+    + """
 
 cxx_flags = ["-O3"]
-''',
+""",
     """)
 hipcc_flags = [
     "-DNDEBUG",
@@ -239,9 +267,22 @@ hipcc_flags = [
 """,
     """]
 
+
+class BuildKernels(build_py):
+    # The kernels, into the package: only when the wheel builds.
+    def run(self):
+        super().run()
+        compile_kernels("csrc/kernels", os.path.join(self.build_lib, "sgl_kernel", "_kernels.so"))
+
+
 with open("sgl_kernel/_build.py", "w") as out:
     out.write(f"HIPCC_FLAGS = {hipcc_flags!r}\\n")
-setuptools.setup(name="sglang-kernel", version=_get_version(), packages=["sgl_kernel"])
+setuptools.setup(
+    name="sglang-kernel",
+    version=_get_version(),
+    packages=["sgl_kernel"],
+    cmdclass={"build_py": BuildKernels},
+)
 """,
 ]
 
@@ -311,12 +352,28 @@ def causal_conv1d_setup(version: str) -> str:
     """causal-conv1d's setup.py: HIP_ARCHITECTURES goes to the compiler as one flag. The
     demo's compiler is a check, as clang's is, that each arch of the flag is one it knows."""
     known = " ".join(KNOWN_ARCHS)
-    return f'''"""causal-conv1d (demo): HIP_ARCHITECTURES reaches hipcc as one --offload-arch."""
+    return f'''"""causal-conv1d (demo): HIP_ARCHITECTURES reaches hipcc as one --offload-arch; its
+C++ kernels compile through ccache, MAX_JOBS at a time."""
 
+import concurrent.futures
+import glob
 import os
+import subprocess
 import sys
+import tempfile
 
 import setuptools
+from setuptools.command.build_py import build_py
+{kernels.BUILD}
+
+class BuildKernels(build_py):
+    """The kernels, into the package: only when the wheel builds."""
+
+    def run(self):
+        super().run()
+        library = os.path.join(self.build_lib, "causal_conv1d", "_kernels.so")
+        compile_kernels("csrc/kernels", library)
+
 
 HIP_ARCHITECTURES = os.getenv("HIP_ARCHITECTURES", "native")
 hipcc_flags = ["-O3", "-std=c++17", f"--offload-arch={{HIP_ARCHITECTURES}}"]
@@ -336,7 +393,12 @@ hipcc(hipcc_flags)
 os.makedirs("causal_conv1d", exist_ok=True)
 with open("causal_conv1d/_build.py", "w") as out:
     out.write(f"ARCHS = {{HIP_ARCHITECTURES!r}}\\n")
-setuptools.setup(name="causal_conv1d", version="{version}", packages=["causal_conv1d"])
+setuptools.setup(
+    name="causal_conv1d",
+    version="{version}",
+    packages=["causal_conv1d"],
+    cmdclass={{"build_py": BuildKernels}},
+)
 '''
 
 

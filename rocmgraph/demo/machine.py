@@ -1,4 +1,5 @@
-"""Another machine, for the fleet tests and benchmark: a second Docker engine beside the first.
+"""Another machine, for the fleet tests and benchmarks: a second Docker engine beside the
+first, and the compile cache machines share (a redis).
 
 It has its own data root, exec root and socket, and starts its own containerd;
 it shares nothing with the first engine but the registries both reach on
@@ -7,9 +8,11 @@ it shares nothing with the first engine but the registries both reach on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -65,3 +68,29 @@ def images(env: dict[str, str]) -> set[str]:
     out = proc.run([DOCKER, "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
                    env={**os.environ, **env}).stdout  # fmt: skip
     return {line for line in out.split() if not line.endswith(":<none>")}
+
+
+@contextmanager
+def compile_cache(folder: Path, port: int) -> Iterator[str]:
+    """Debian's redis-server on 127.0.0.1:``port`` (its files in ``folder``): the shared
+    compile cache, as ``compile_cache=`` takes it."""
+    if shutil.which("redis-server") is None:
+        raise EngineError("redis-server is not installed; run bash bootstrap.sh")
+    folder.mkdir(parents=True, exist_ok=True)
+    server = proc.spawn(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+         "--appendonly", "no", "--dir", str(folder)],
+        log=folder / "redis.log",
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise EngineError(f"redis-server did not start; see {folder}/redis.log")
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -15,7 +15,7 @@ on every machine and demo/pins.toml can pin them.
 from __future__ import annotations
 
 from rocmgraph.demo import buildfiles as b
-from rocmgraph.demo import patchimages
+from rocmgraph.demo import kernels, patchimages
 from rocmgraph.demo.addresses import HTTP_PORT
 from rocmgraph.trees import patches
 
@@ -92,6 +92,7 @@ def histories() -> dict[str, History]:
                     "vllm/__init__.py": b.VLLM_INIT,
                     "csrc/ops_a.c": b.OPS_A,
                     "csrc/ops_b.c": b.ops_b("return value;"),
+                    **kernels.files("vllm", "vLLM"),
                     "CMakeLists.txt": b.VLLM_CMAKELISTS,
                     "cmake/external_projects/triton_kernels.cmake": b.triton_kernels_cmake(
                         TRITON_URL, TRITON_TAG
@@ -100,7 +101,10 @@ def histories() -> dict[str, History]:
             ),
             (
                 "[Perf] Scale without a branch (#44980)",
-                {"csrc/ops_b.c": b.ops_b("return value * 1;")},
+                {  # a small change: one C file and one kernel of the sixteen recompile
+                    "csrc/ops_b.c": b.ops_b("return value * 1;"),
+                    "csrc/kernels/k05.cpp": kernels.unit("vLLM", 5, variant=1),
+                },
             ),
             ("[ROCm] Zero freshly mapped VRAM in create_and_map (#44972)", merged),
         ],
@@ -119,6 +123,7 @@ def histories() -> dict[str, History]:
                     "sgl-kernel/pyproject.toml": b.SGL_KERNEL_PYPROJECT_CUDA,
                     "sgl-kernel/setup.py": 'raise SystemExit("CUDA build: use setup_rocm.py")\n',
                     "sgl-kernel/sgl_kernel/__init__.py": b.SGL_KERNEL_INIT,
+                    **kernels.files("sgl_kernel", "sgl-kernel"),
                 },
             ),
             (
@@ -151,6 +156,7 @@ def histories() -> dict[str, History]:
                     "causal_conv1d/__init__.py": (
                         '"""causal_conv1d (demo)."""\n\nfrom causal_conv1d._build import ARCHS\n'
                     ),
+                    **kernels.files("causal_conv1d", "causal-conv1d"),
                 },
             )
         ],

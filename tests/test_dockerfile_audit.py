@@ -330,6 +330,10 @@ ONBUILD RUN pip install late
          "HELLO"),
         ("RUN pip install x\n", "Dockerfile:1: not a Dockerfile BuildKit accepts: RUN before the "
          "first FROM"),
+        ("FROM a\nONBUILD ONBUILD RUN x\n", "Dockerfile:2: not a Dockerfile BuildKit "
+         "accepts: Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed"),
+        ("FROM a\nonbuild from b\n", "Dockerfile:2: not a Dockerfile BuildKit accepts: FROM "
+         "isn't allowed as an ONBUILD trigger"),
         ("", "Dockerfile: not a Dockerfile BuildKit accepts: it has no instructions"),
         ("\x00\x01", "Dockerfile: not a Dockerfile BuildKit accepts: it holds binary data (NUL "
          "bytes)"),

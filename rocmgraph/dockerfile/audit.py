@@ -195,8 +195,17 @@ def read(text: str, file: str = "Dockerfile", *, record: bool = False) -> Readin
     )
 
 
+# What ONBUILD may not hold, as BuildKit says it (its instructions' parseOnBuild).
+_NOT_TRIGGERS = {
+    "ONBUILD": "Chaining ONBUILD via `ONBUILD ONBUILD` isn't allowed",
+    "FROM": "FROM isn't allowed as an ONBUILD trigger",
+    "MAINTAINER": "MAINTAINER isn't allowed as an ONBUILD trigger",
+}
+
+
 def _check(parsed: syntax.Dockerfile) -> None:
-    """What BuildKit refuses beyond its parser: unknown instructions, no stage."""
+    """What BuildKit refuses beyond its parser: unknown instructions, ONBUILD's forbidden
+    triggers, no stage."""
     stage = False
     for instruction in parsed.instructions:
         command = instruction.command
@@ -206,6 +215,8 @@ def _check(parsed: syntax.Dockerfile) -> None:
                 raise NotADockerfile(
                     parsed.file, instruction.start_line, f"unknown instruction: {name or '(none)'}"
                 )
+        if inner in _NOT_TRIGGERS:
+            raise NotADockerfile(parsed.file, instruction.start_line, _NOT_TRIGGERS[inner])
         if command == "FROM":
             if len(instruction.words) not in (1, 3):
                 raise NotADockerfile(

@@ -466,8 +466,9 @@ RUN if [ "$(uname -m)" = aarch64 ]; then ARCH=arm64; else ARCH=x86_64; fi \\
     && C=2 && pip install c==$C
 """
     assert found(text) == [
-        ("url", 3, "https://example.com/tool-linux-$ARCH.deb",
-         ("unknown: $ARCH is set while the build runs",)),
+        ("url", 3, "https://example.com/tool-linux-$ARCH.deb",  # no hash, whatever $ARCH is
+         ("downloads a URL whose content no hash checks",
+          "unknown: $ARCH is set while the build runs")),
         ("pip", 4, "b==$B", ("unknown: $B is set while the build runs",)),
         ("pip", 5, "c==2", ()),
     ]  # fmt: skip
@@ -481,8 +482,24 @@ RUN base="https://repo.example.com/${ROCM_VERSION}/ubuntu/" \\
 """
     assert found(text) == [
         ("url", 4, "https://repo.example.com/${ROCM_VERSION}/ubuntu/pkg.deb",
-         ("unknown: ARG ROCM_VERSION has no default: its value comes from --build-arg",)),
-        ("url", 4, "$url", ("unknown: $url is set while the build runs",)),
+         ("downloads a URL whose content no hash checks",
+          "unknown: ARG ROCM_VERSION has no default: its value comes from --build-arg")),
+        ("url", 4, "$url", ("downloads a URL whose content no hash checks",
+                            "unknown: $url is set while the build runs")),
+    ]  # fmt: skip
+
+
+def test_a_written_range_is_a_range_whatever_its_variables_hold() -> None:
+    text = """FROM scratch
+RUN pip install "x${V}>=${W},<3" "y==${Y}" "z${Z}"
+"""
+    assert found(text) == [
+        ("pip", 2, "x${V}>=${W},<3",
+         ("pinned to a range (>=, <) whatever its variables hold, not one version",
+          "unknown: $V is not set in this Dockerfile",
+          "unknown: $W is not set in this Dockerfile")),
+        ("pip", 2, "y==${Y}", ("unknown: $Y is not set in this Dockerfile",)),
+        ("pip", 2, "z${Z}", ("unknown: $Z is not set in this Dockerfile",)),
     ]  # fmt: skip
 
 

@@ -728,7 +728,12 @@ class _Walker:
                 # `torch[device-${arch}]==2.1`: which extra varies, not which version
                 unknown, requirement = [], _EXTRAS.sub("[extra]", requirement)
             if unknown:
-                self._add_finding(Finding(Kind.PIP, line, value.value, (), tuple(unknown)),
+                ranged = _written_range(requirement)
+                problems = (
+                    (f"pinned to a range ({ranged}) whatever its variables hold, not one "
+                     "version",) if ranged else ()
+                )  # fmt: skip
+                self._add_finding(Finding(Kind.PIP, line, value.value, problems, tuple(unknown)),
                                   self._vars(value))  # fmt: skip
                 continue
             judged = pipargs.judge(requirement, hashes, editable)
@@ -762,7 +767,7 @@ class _Walker:
                   script: _Script | None = None) -> None:  # fmt: skip
         unknown = self._unknown(value, None, script)
         problems: tuple[str, ...] = ()
-        if not unknown and not hashed:
+        if not hashed:  # whatever the URL turns out to be: no hash checks what comes
             problems = (f"{how + ' ' if how else ''}downloads a URL whose content no hash checks",)
         self._add_finding(
             Finding(Kind.URL, line, value.value, problems, tuple(unknown), hashed=hashed),
@@ -981,6 +986,20 @@ def _local_substitution(requirement: str) -> bool:
         and "`" not in rest
         and (pipargs.judge(rest).verdict is pipargs.Verdict.LOCAL)
     )
+
+
+_VARIABLE = re.compile(r"\$\{[^}]*\}|\$\w+")
+_RANGE_OPERATOR = re.compile(r"~=|!=|>=|<=|(?<![<>=!~])[<>](?!=)")
+
+
+def _written_range(requirement: str) -> str:
+    """The range operators a requirement with variables has in its own text (``x${V}>=${W}``:
+    ``>=``), which make it a range whatever the variables hold; "" when it has an ``==`` or
+    none."""
+    written = _VARIABLE.sub("", requirement.split(";", 1)[0])
+    if "==" in written:
+        return ""
+    return ", ".join(_RANGE_OPERATOR.findall(written))
 
 
 def _only_in_extras(requirement: str) -> bool:

@@ -489,6 +489,19 @@ RUN base="https://repo.example.com/${ROCM_VERSION}/ubuntu/" \\
     ]  # fmt: skip
 
 
+def test_pip_through_a_variable_a_branch_may_set_is_unknown_not_dropped() -> None:
+    # SGLang's ROCm Dockerfile, twice: which pip runs is the build's to say.
+    text = """FROM scratch
+RUN VENV_PIP=/opt/venv/bin/pip; if [ -x /x ]; then VENV_PIP=pip3; fi; \\
+    "$VENV_PIP" install "cython>=0.29,<3.0" wheel && "$RUNNER" install tool
+"""
+    why = "unknown: whether pip installs it: $VENV_PIP is set while the build runs"
+    assert found(text) == [
+        ("pip", 3, "cython>=0.29,<3.0", (why,)),
+        ("pip", 3, "wheel", (why,)),
+    ]  # a command not named like pip (`$RUNNER`) is not taken for one
+
+
 def test_a_written_range_is_a_range_whatever_its_variables_hold() -> None:
     text = """FROM scratch
 RUN pip install "x${V}>=${W},<3" "y==${Y}" "z${Z}"

@@ -560,10 +560,25 @@ class _Walker:
             self._downloads(script, words)
         elif name in _SHELLS and (at := _script_argument(values)) is not None:
             self._nested(script, command.scopes, words[at])
+        elif not words[0][0].known and _PIP_NAME.search(words[0][1].text):
+            self._maybe_pip(script, words)  # "$VENV_PIP" install ...: which pip, the build says
         else:
             args = pip_arguments(values)
             if args is not None:
                 self._pip(script, words[len(words) - len(args) :])
+
+    def _maybe_pip(self, script: _Script, words: list[tuple[Expanded, shell.Word]]) -> None:
+        """A command the file cannot tell, named like pip, that installs: each requirement is
+        unknown (the command may be pip, or not), never dropped and never guessed."""
+        found = pipargs.install_arguments([value.value for value, _ in words[1:]])
+        if found is None:
+            return
+        unknown = self._unknown(words[0][0], None, script)
+        why = tuple(f"whether pip installs it: {reason}" for reason in unknown)
+        for index in found.requirements:
+            value, word = words[1 + index]
+            line = script.text.line_at(word.offset)
+            self._add_finding(Finding(Kind.PIP, line, value.value, (), why), self._vars(value))
 
     def _nested(
         self, script: _Script, scopes: tuple[int, ...], inner: tuple[Expanded, shell.Word]
@@ -970,6 +985,7 @@ def pip_arguments(values: list[str]) -> list[str] | None:
 
 
 _EXTRAS = re.compile(r"\[[^\]]*\]")
+_PIP_NAME = re.compile(r"pip", re.IGNORECASE)  # "$VENV_PIP", "${PIP:-pip3}"
 # $(realpath dist/*.whl), $(echo ${DIR}/x*.whl), $(ls /tmp/w/*.whl): a local path, found later
 _PATH_OF = re.compile(r"\$\((?:realpath|readlink(?: -[a-z]+)?|echo|ls(?: -[a-z1]+)?)\s+([^()`]*)\)")
 

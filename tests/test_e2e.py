@@ -16,6 +16,7 @@ import os
 import pty
 import re
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -49,6 +50,7 @@ from demo_e2e import (
 import rocmgraph
 import stages
 from rocmgraph.config import pins
+from rocmgraph.demo.addresses import REGISTRY_PORT
 from rocmgraph.demo.profile import Demo
 from rocmgraph.inimage import prune
 
@@ -411,7 +413,12 @@ def test_a_failing_stage_leaves_no_tag_and_the_rerun_resumes_there(e2e: E2E) -> 
     assert built(resumed) == {"causal_conv1d", "assemble", "manifest"}
 
 
-def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2E) -> None:
+@pytest.mark.parametrize(
+    ("signum", "word"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")]
+)
+def test_ctrl_c_or_sigterm_stops_the_builds_in_one_line_and_tags_nothing_unfinished(
+    e2e: E2E, signum: signal.Signals, word: str
+) -> None:
     # Every source stage builds again, from steps no earlier run left in BuildKit's cache.
     e2e.edit(["build", "max_jobs"], unbuilt_max_jobs())
     before = image_ids()
@@ -424,15 +431,25 @@ def test_ctrl_c_stops_the_builds_in_one_line_and_tags_nothing_unfinished(e2e: E2
     assert process.stdout is not None
     for line in process.stdout:  # a build step of a source stage is running
         if re.match(r"\[(vllm|sglang|causal_conv1d)\] #\d+ \[", line):
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signum)  # SIGTERM: what CI runners and `timeout` send
             break
     _, err = process.communicate(timeout=120)
-    assert process.returncode == 130, err
+    assert process.returncode == 128 + signum, err
     assert re.fullmatch(
-        r"interrupted: stopped while building [a-z0-9_, ]+; only a build that finished is "
+        rf"{word}: stopped while building [a-z0-9_, ]+; only a build that finished is "
         r"tagged\n",
         err,
     ), err
+    # Everything the run started or wrote for itself is gone: the demo's servers, the
+    # secrets' folders (pip.conf), the context folders of its keys.
+    with socket.socket() as probe:  # no one listens there (closed connections may linger)
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", REGISTRY_PORT))  # the demo registry no longer holds it
+    mine = f"{process.pid}-"
+    assert not list(e2e.pins.parent.rglob(f"{mine}*")), "a folder of the run stayed"
+    contexts = e2e.pins.parent / ".build" / "contexts"  # each stage's own folder stays
+    keyed = [p.name for p in contexts.glob("*") if re.search(r"-[0-9a-f]{12}$", p.name)]
+    assert keyed == [], keyed
     # A stage whose build finished before the interrupt took effect is tagged, whole (its key
     # label is its tag); the rest are not.
     new = {tag: image for tag, image in image_ids().items() if tag not in before}

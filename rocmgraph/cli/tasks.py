@@ -596,12 +596,16 @@ class Tasks:
             yield builder.engine, builder.name
 
     def on_interrupt(self) -> None:
-        """Ctrl-C (SIGINT) stops the running builds and ends the run with one line and exit
-        130, instead of doit's traceback. Nothing half-built is tagged: docker tags a build
+        """Ctrl-C (SIGINT), or SIGTERM (what CI runners and `timeout` send), stops the
+        running builds and ends the run with one line and exit 128 + the signal, instead of
+        doit's traceback or a death that skips every cleanup (the demo's servers, the
+        secrets' folder, a context folder). Nothing half-built is tagged: docker tags a build
         only when it succeeds, and a record is written only after its tag. For doit runs
         only (dodo.py): a handler is the main thread's to set."""
 
         def interrupted(signum: int, frame: object) -> None:
+            if self.interrupted:  # one ending: a second signal waits for the first's cleanup
+                return
             self.interrupted = True
             entries = self.session.ledger.entries().items()
             stages = sorted(name for name, entry in entries if entry.status is Status.BUILDING)
@@ -612,11 +616,13 @@ class Tasks:
                 if stages
                 else "nothing was building"
             )
-            sys.stderr.write(f"interrupted: {what}\n")
+            word = "interrupted" if signum == signal.SIGINT else "terminated"
+            sys.stderr.write(f"{word}: {what}\n")
             sys.stderr.flush()
-            raise SystemExit(130)
+            raise SystemExit(128 + signum)
 
         signal.signal(signal.SIGINT, interrupted)
+        signal.signal(signal.SIGTERM, interrupted)
 
     def _tag_final(self, options: Options) -> None:
         run = self.run(options)

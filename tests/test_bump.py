@@ -197,7 +197,11 @@ def test_a_conflicting_patch_stops_the_bump_with_nothing_written(world: World) -
     assert code == 1
     assert err == "error: bump stopped for vllm: conflicts at the new commit; see above\n"
     lines = out.splitlines()
-    assert f"  conflicts {PAD}: {PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply" in lines
+    head = git(world.repos["vllm"], "rev-parse", "--short=10", "HEAD")
+    assert (
+        f"  conflicts {PAD}: {PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply "
+        f"(last changed in {head} (#46100))"  # the commit that reworded the comment
+    ) in lines
     assert "  stopped: 1 patch conflict; nothing written for vllm (force=1 writes)" in lines
     assert world.pins_text() == before
 
@@ -295,7 +299,7 @@ OBSOLETE = (
     f"  obsolete  {CUMEM}: upstream merged #44972 in {{head}} ({MERGE_TITLE}); "
     "left out of [sources.vllm].patches: delete the file"
 )
-CONFLICTS = f"  conflicts {CUMEM}: {CUMEM_HUNK}"
+CONFLICTS = f"  conflicts {CUMEM}: {CUMEM_HUNK} (last changed in {{head10}} ({{cite}}))"
 APPLIES = f"  applies   {CUMEM}"
 
 
@@ -311,6 +315,8 @@ APPLIES = f"  applies   {CUMEM}"
         # reverted since: not upstream's any more; another number is another fix
         ("https://github.com/vllm-project/vllm", merged_then_reverted, CONFLICTS),
         ("https://github.com/vllm-project/vllm", another_pr_merged, CONFLICTS),
+        # (a conflict names the commit that last changed the file: its pull request, else
+        # its title)
         # a title never overrides a patch that still applies
         ("https://github.com/vllm-project/vllm", titled_but_elsewhere, APPLIES),
     ],
@@ -325,7 +331,9 @@ def test_a_merged_pull_request_counts_only_in_its_repository_and_only_if_it_stan
     history(repo)
     head = git(repo, "rev-parse", "HEAD")
     code, out, err = bump(world, "bump:vllm", "dry=1")
-    assert verdict.format(head=head[:12]) in out.splitlines()
+    subject = git(repo, "log", "-1", "--format=%s")
+    cite = {MERGE_TITLE: "#44972", "[ROCm] Zero memory (#44973)": "#44973"}.get(subject, subject)
+    assert verdict.format(head=head[:12], head10=head[:10], cite=cite) in out.splitlines()
     assert code == (1 if verdict == CONFLICTS else 0), out + err
 
 
@@ -357,15 +365,16 @@ def test_a_moved_folder_and_its_files_are_conflicts_that_say_where_they_went(
     ]
     assert lines[5].startswith("sgl_kernel: ")
     assert lines[5].endswith(" (with sglang: one repository, one commit)")
+    by = f"in {head[:10]} (#40000)"  # the commit that moved them
     assert lines[6:] == [
-        f"  conflicts {SETUP_ROCM}: sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py",
-        f"  conflicts {FP8}: sgl-kernel/include/utils.h moved to {aot}/include/utils.h",
+        f"  conflicts {SETUP_ROCM}: sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py {by}",
+        f"  conflicts {FP8}: sgl-kernel/include/utils.h moved to {aot}/include/utils.h {by}",
         '  conflicts [sources.sgl_kernel.overlay]."sgl-kernel/pyproject.toml": '
-        f"sgl-kernel/pyproject_rocm.toml moved to {aot}/pyproject_rocm.toml",
+        f"sgl-kernel/pyproject_rocm.toml moved to {aot}/pyproject_rocm.toml {by}",
         '  conflicts [sources.sgl_kernel.overlay]."sgl-kernel/setup.py": '
-        f"sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py",
-        f"  conflicts [sources.sgl_kernel].subdirs: sgl-kernel/ moved to {aot}/",
-        f"  conflicts [sources.sgl_kernel].subtree: sgl-kernel/ moved to {aot}/",
+        f"sgl-kernel/setup_rocm.py moved to {aot}/setup_rocm.py {by}",
+        f"  conflicts [sources.sgl_kernel].subdirs: sgl-kernel/ moved to {aot}/ {by}",
+        f"  conflicts [sources.sgl_kernel].subtree: sgl-kernel/ moved to {aot}/ {by}",
         "  stopped: 2 patches conflict and 4 paths the recipe names are missing; "
         "nothing written for sgl_kernel (force=1 writes)",
     ]
@@ -386,10 +395,12 @@ def test_a_deleted_requirements_file_and_a_moved_patched_file(world: World) -> N
     code, out, _ = bump(world, "bump:vllm")
     assert code == 1
     lines = out.splitlines()
-    assert f"  conflicts {CUMEM}: {CPP} moved to csrc/cumem/allocator.cpp" in lines
+    by = git(repo, "rev-parse", "--short=10", "HEAD")  # its title names no pull request
+    by = f"{by} (Reorganise the allocator and the requirements)"
+    assert f"  conflicts {CUMEM}: {CPP} moved to csrc/cumem/allocator.cpp in {by}" in lines
     assert (
         "  conflicts [sources.vllm].requirements: requirements/rocm.txt: deleted upstream "
-        "(git finds no rename)"
+        f"in {by} (git finds no rename)"
     ) in lines
     assert lines[-1] == (
         "  stopped: 1 patch conflict and 1 path the recipe names is missing; nothing written "

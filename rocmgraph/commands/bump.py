@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from rocmgraph.fetch.sources import SourceCache
 from rocmgraph.fetch.upstream import (
     Commit,
     History,
+    cited,
     compare_url,
     github_repo,
     merged_pr,
@@ -133,8 +133,9 @@ def bump_source(run: Run, outside: Outside, name: str, to: str, history: History
         return bump
     lacking = bool(missing) or any(status.missing for status in statuses)
     renames = history.renames(old, new) if lacking and old else {}
-    where = _Move(history, old, new, renames).whereabouts
-    bump.verdicts = [_verdict(status, between, name, source, where) for status in statuses]
+    move = _Move(history, old, new, renames)
+    where = move.whereabouts
+    bump.verdicts = [_verdict(status, between, name, source, move) for status in statuses]
     bump.missing = [
         Verdict(pin, Outcome.CONFLICTS, where(path, folder)) for pin, path, folder in missing
     ]
@@ -221,11 +222,7 @@ def _bumps(run: Run, outside: Outside, names: list[str], to: str) -> list[Bump]:
 
 
 def _verdict(
-    status: patches.Status,
-    between: list[Commit],
-    name: str,
-    source: GitSource,
-    where: Callable[[str, bool], str],
+    status: patches.Status, between: list[Commit], name: str, source: GitSource, move: _Move
 ) -> Verdict:
     if status.status is Outcome.APPLIES:  # whatever upstream's titles say
         return Verdict(status.patch, Outcome.APPLIES, "")
@@ -242,8 +239,13 @@ def _verdict(
         return Verdict(status.patch, Outcome.OBSOLETE, f"upstream has it already; {drop}")
     if status.missing:
         return Verdict(
-            status.patch, status.status, ", ".join(where(f, False) for f in status.missing)
+            status.patch,
+            status.status,
+            ", ".join(move.whereabouts(f, False) for f in status.missing),
         )
+    file = status.detail.split(": ", 1)[0]  # "<file>: hunk 1 (...) does not apply"
+    if status.status is Outcome.CONFLICTS and file in patches.read_patch(status.patch).files:
+        return Verdict(status.patch, status.status, status.detail + move.last_changed(file))
     return Verdict(status.patch, status.status, status.detail)
 
 
@@ -276,6 +278,12 @@ class _Move:
     new: str
     renames: dict[str, str]
 
+    def last_changed(self, path: str) -> str:
+        """`` (last changed in c32c4ef79c (#32648))``: the commit of the bump that last
+        changed ``path``; "" with nothing to compare with."""
+        by = self.history.last_change(self.old, self.new, path) if self.old else None
+        return f" (last changed in {cited(by)})" if by else ""
+
     def whereabouts(self, path: str, folder: bool) -> str:
         """What became of ``path``, which the tree at ``new`` lacks."""
         shown, kind = (f"{path.rstrip('/')}/", "folder") if folder else (path, "file")
@@ -285,9 +293,11 @@ class _Move:
         if not before:
             return f"{shown}: no such {kind} at {self.new[:12]}, nor at {self.old[:12]}"
         target = moved_to(path, self.renames, before if folder else [])
+        by = self.history.last_change(self.old, self.new, path.rstrip("/"))
+        when = f" in {cited(by)}" if by else ""
         if target:
-            return f"{shown} moved to {target}"
-        return f"{shown}: deleted upstream (git finds no rename)"
+            return f"{shown} moved to {target}{when}"
+        return f"{shown}: deleted upstream{when} (git finds no rename)"
 
 
 def _version(bump: Bump, history: History, name: str, source: GitSource, new: str) -> None:

@@ -193,6 +193,13 @@ class History:
                   cwd=self.repo, timeout=self.timeout)  # fmt: skip
         return [name for name in out.split("\0") if name]
 
+    def last_change(self, old: str, new: str, path: str) -> Commit | None:
+        """The newest commit of ``old..new`` that touched ``path`` (a file or a folder): for
+        a path ``new`` lacks, the one that moved or deleted it."""
+        out = self._git("log", "--topo-order", "-1", "--format=%H%x09%cs%x09%s",
+                        f"{old}..{new}", "--", path)  # fmt: skip
+        return Commit(*out.split("\t", 2)) if out else None
+
     def renames(self, old: str, new: str) -> dict[str, str]:
         """Old path -> new path for every file git's rename detection finds moved."""
         # -l: consider up to this many files for inexact renames (git's default
@@ -220,6 +227,13 @@ def next_dev(tag: str, distance: int) -> str:
         return f"{release.split('.dev', 1)[0]}.dev{distance}"
     head, number = re.fullmatch(r"(.*?)(\d+)", release).groups()  # type: ignore[union-attr]
     return f"{head}{int(number) + 1}.dev{distance}"
+
+
+def cited(commit: Commit) -> str:
+    """A commit as a change log cites it: ``c32c4ef79c (#32648)``, or its subject when it
+    names no pull request."""
+    pr = re.search(r"\((#\d+)\)$", commit.subject)
+    return f"{commit.id[:10]} ({pr.group(1) if pr else commit.subject})"
 
 
 def merged_pr(commits: list[Commit], pr: int) -> Commit | None:

@@ -452,8 +452,10 @@ class _Walker:
             self._command(script, shell.Command(words, (), ()), literal=True)
             return
         self._shell(ins.args)
+        # once per RUN, not per heredoc: 5,000 heredocs would read the line 5,000 times
+        as_script = bool(ins.heredocs) and _runs_as_script(ins.args.value)
         for heredoc in ins.heredocs:
-            if _runs_as_script(ins.args.value, heredoc.name):
+            if as_script:
                 lines = heredoc.content.split("\n")
                 starts, at = [], 0
                 for line in lines:
@@ -941,7 +943,7 @@ def _checks_sum(command: shell.Command) -> bool:
     )
 
 
-def _runs_as_script(args: str, name: str) -> bool:
+def _runs_as_script(args: str) -> bool:
     """Whether BuildKit runs a RUN's heredoc as a shell script: ``RUN <<EOF`` alone, or
     fed to a shell (``RUN bash <<EOF``); ``RUN python3 <<EOF`` or ``cat <<EOF`` is data."""
     words = [w for w in args.split() if not re.fullmatch(r"\d*<<-?.*", w)]

@@ -86,7 +86,10 @@ def test_changed_context_is_a_conflict_naming_file_and_hunk(tmp_path: Path) -> N
     (tree / PAD_FILE).write_text(text.replace("# used by captured CUDA graphs.", "# (reworded)"))
     statuses = patches.check(tree, VLLM)
     assert statuses[1] == patches.Status(
-        PAD, patches.Outcome.CONFLICTS, f"{PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply"
+        PAD,
+        patches.Outcome.CONFLICTS,
+        f"{PAD_FILE}: hunk 1 (@@ -210,8 +210,8 @@) does not apply",
+        file=PAD_FILE,  # named apart, for what reads it (bump names its last change)
     )
     assert [s.status for s in statuses] == ["applies", "conflicts", "applies"]
 

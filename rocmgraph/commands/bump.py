@@ -134,10 +134,10 @@ def bump_source(run: Run, outside: Outside, name: str, to: str, history: History
     lacking = bool(missing) or any(status.missing for status in statuses)
     renames = history.renames(old, new) if lacking and old else {}
     move = _Move(history, old, new, renames)
-    where = move.whereabouts
     bump.verdicts = [_verdict(status, between, name, source, move) for status in statuses]
     bump.missing = [
-        Verdict(pin, Outcome.CONFLICTS, where(path, folder)) for pin, path, folder in missing
+        Verdict(pin, Outcome.CONFLICTS, move.whereabouts(path, folder))
+        for pin, path, folder in missing
     ]
     bump.changes.append(Change(("sources", name, "commit"), source.commit, new))
     tree = history.tree_id(new, source.subtree) if source.subtree else None
@@ -243,9 +243,8 @@ def _verdict(
             status.status,
             ", ".join(move.whereabouts(f, False) for f in status.missing),
         )
-    file = status.detail.split(": ", 1)[0]  # "<file>: hunk 1 (...) does not apply"
-    if status.status is Outcome.CONFLICTS and file in patches.read_patch(status.patch).files:
-        return Verdict(status.patch, status.status, status.detail + move.last_changed(file))
+    if status.file:  # a hunk that does not apply: the commit that changed the file under it
+        return Verdict(status.patch, status.status, status.detail + move.last_changed(status.file))
     return Verdict(status.patch, status.status, status.detail)
 
 

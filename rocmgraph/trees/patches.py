@@ -110,6 +110,7 @@ class Status:
     status: Outcome
     detail: str = ""
     missing: tuple[str, ...] = ()  # files it needs that the tree lacks (moved or deleted)
+    file: str = ""  # of a conflict: the file whose hunk does not apply, when git names it
 
 
 def check_source(cache: SourceCache, name: str, source: GitSource) -> list[Status]:
@@ -158,7 +159,8 @@ def _check_one(work: Path, patch: Patch, *, apply: bool) -> Status:
             if missing:
                 detail = f"{missing[0]}: no such file (moved or deleted upstream?)"
                 return Status(patch.path, Outcome.CONFLICTS, detail, missing)
-            return Status(patch.path, Outcome.CONFLICTS, _conflict(patch, forward.stderr))
+            file, detail = _conflict(patch, forward.stderr)
+            return Status(patch.path, Outcome.CONFLICTS, detail, file=file)
         return Status(patch.path, Outcome.OBSOLETE, "upstream has this change already")
     if apply:
         _git_apply(work, path)
@@ -169,10 +171,11 @@ def _git_apply(tree: Path, patch: Path, *flags: str) -> None:
     git("apply", *flags, str(patch), cwd=tree, ceiling=tree.parent, timeout=120)
 
 
-def _conflict(patch: Patch, stderr: str) -> str:
+def _conflict(patch: Patch, stderr: str) -> tuple[str, str]:
+    """The file whose hunk does not apply ("" when git names none), and what to say."""
     failed = _FAILED.search(stderr)
     if failed:
         file, line = failed.group(1), int(failed.group(2))
-        return f"{file}: {patch.hunk(file, line)} does not apply"
+        return file, f"{file}: {patch.hunk(file, line)} does not apply"
     lines = [line for line in stderr.splitlines() if line.strip()]
-    return lines[-1].removeprefix("error: ") if lines else "git apply refused it"
+    return "", lines[-1].removeprefix("error: ") if lines else "git apply refused it"

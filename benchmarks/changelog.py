@@ -362,10 +362,15 @@ def modelled_minutes(log: list[Step], kernel_moves: bool = False) -> dict[str, l
             changed = {name for name in keys if before.get(name) != keys[name]}
             if step.name == "cold build":
                 changed = set(keys)
-            # What the base provides is only checked: its figure is no cost here.
-            figures = {
-                n: 0.0 if n in run.pins.base.provides else references[n].seconds / 60 for n in keys
+            # The plan's estimates, none recorded: what the base provides is only checked.
+            priced = {
+                n: estimate.estimate(n, None, references, check_only=n in run.pins.base.provides)
+                for n in keys
             }
+            unpriced = [n for n, e in priced.items() if e.source is estimate.Source.NONE]
+            if unpriced:
+                raise SystemExit(f"docker/durations.toml has no figure for {', '.join(unpriced)}")
+            figures = {n: e.seconds / 60 for n, e in priced.items()}
             order = [n for n in linear.ORDER if n in keys]
             first = next((i for i, n in enumerate(order) if n in changed), len(order))
             rows["graph"].append(sum(figures[n] for n in changed))

@@ -493,13 +493,14 @@ def test_pip_through_a_variable_a_branch_may_set_is_unknown_not_dropped() -> Non
     # SGLang's ROCm Dockerfile, twice: which pip runs is the build's to say.
     text = """FROM scratch
 RUN VENV_PIP=/opt/venv/bin/pip; if [ -x /x ]; then VENV_PIP=pip3; fi; \\
-    "$VENV_PIP" install "cython>=0.29,<3.0" wheel && "$RUNNER" install tool
+    "$VENV_PIP" install "cython>=0.29,<3.0" wheel && "$RUNNER" install tool \\
+    && "$PIPELINE" install stage
 """
     why = "unknown: whether pip installs it: $VENV_PIP is set while the build runs"
     assert found(text) == [
         ("pip", 3, "cython>=0.29,<3.0", (why,)),
         ("pip", 3, "wheel", (why,)),
-    ]  # a command not named like pip (`$RUNNER`) is not taken for one
+    ]  # a command not named like pip (`$RUNNER`, `$PIPELINE`) is not taken for one
 
 
 def test_a_written_range_is_a_range_whatever_its_variables_hold() -> None:

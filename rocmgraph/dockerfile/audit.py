@@ -987,7 +987,8 @@ def pip_arguments(values: list[str]) -> list[str] | None:
 
 
 _EXTRAS = re.compile(r"\[[^\]]*\]")
-_PIP_NAME = re.compile(r"pip", re.IGNORECASE)  # "$VENV_PIP", "${PIP:-pip3}"
+# "$VENV_PIP", "${PIP:-pip3}": pip as a word of the name, not inside one ($PIPELINE)
+_PIP_NAME = re.compile(r"(?<![a-z])pip(?![a-z])", re.IGNORECASE)
 # $(realpath dist/*.whl), $(echo ${DIR}/x*.whl), $(ls /tmp/w/*.whl): a local path, found later
 _PATH_OF = re.compile(r"\$\((?:realpath|readlink(?: -[a-z]+)?|echo|ls(?: -[a-z1]+)?)\s+([^()`]*)\)")
 

@@ -7,7 +7,7 @@ emptied before each cold build:
 2. lock: `doit lock closures=1` (each stage built again with the network, every step anew);
 3. sealed: the stage images removed, BuildKit's cache emptied again, the package index
    pointed at a closed port: `doit build:image locked=1` cold, every stage from its closure;
-4. from nothing, as the README's main job: cold again, the index back, no lock file:
+4. from nothing, the work of the README's main job: cold again, the index back, no lock file:
    `doit lock closures=1` (each stage built once with the network, under its key), then
    `doit build:image` (every stage sealed).
 
@@ -140,7 +140,8 @@ def main() -> None:
 
 
 def from_nothing(pins: Path) -> tuple[float, float]:
-    """The README's main job on a fresh machine: no image, no cache, no closure locked."""
+    """The work of the README's main job on a fresh machine (no image, no cache, no closure
+    locked), its two parts timed apart: the lock, then the sealed build."""
     cold(NAMESPACE)
     closure.lock_path(pins).unlink()
     lock_seconds, _ = doit(pins, "lock", "closures=1")

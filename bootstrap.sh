@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu host for this project: the tools it runs (docker.io with
-# BuildKit, mmdebstrap, docker-registry, redis-server, gpg, git), the project itself, and a running
-# Docker engine. Safe to run again: it only adds what is missing.
+# BuildKit, mmdebstrap, docker-registry, redis-server, gpg, git, graphviz), the project
+# itself, and a running Docker engine. Safe to run again: it only adds what is missing.
 #
 #   DOCKERD_ARGS  flags for a dockerd this script starts (default: --bridge=none
 #                 --iptables=false, for hosts where dockerd may not make a bridge; the
@@ -12,7 +12,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 
 missing=()
-for package in docker.io mmdebstrap docker-registry redis-server gnupg git; do
+for package in docker.io mmdebstrap docker-registry redis-server gnupg git graphviz; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -51,6 +51,7 @@ def _options(variables: Variables) -> Options:
             compile_cache=variables.text("compile_cache"),
             progress=variables.text("progress", "auto"),
             hermetic=variables.flag("hermetic", default=True),
+            trace=variables.text("trace"),
         )
     )
 
@@ -59,6 +60,16 @@ def task_plan() -> dict[str, Any]:
     variables = _variables()
     return TASKS.plan_task(
         _options(variables), variables.text("format", "text"), int(variables.text("jobs", "2"))
+    )
+
+
+def task_graph() -> dict[str, Any]:
+    variables = _variables()
+    return TASKS.graph_task(
+        _options(variables),
+        variables.text("format", "svg"),
+        variables.text("out"),
+        int(variables.text("jobs", "2")),
     )
 
 

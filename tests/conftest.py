@@ -67,16 +67,16 @@ def write_pins(tmp_path: Path) -> Any:
     return write
 
 
-def need(tool: str) -> None:
-    """A test that needs ``tool`` fails in CI when it is missing (CI installs it) and skips
-    elsewhere; the skip says what to install."""
+def need(tool: str, package: str = "") -> None:
+    """A test that needs ``tool`` (of the Debian ``package``, by default its name) fails in
+    CI when it is missing (CI installs it) and skips elsewhere; the skip says what to install."""
     import os
     import shutil
 
     if shutil.which(tool) is None:
         if os.environ.get("CI"):
             pytest.fail(f"{tool} is missing; .ci/run installs it")
-        pytest.skip(f"{tool} is not installed (apt-get install {tool})")
+        pytest.skip(f"{tool} is not installed (apt-get install {package or tool})")
 
 
 pytest_plugins = ["world", "demo_e2e"]

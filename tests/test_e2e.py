@@ -433,8 +433,15 @@ def test_ctrl_c_or_sigterm_stops_the_builds_in_one_line_and_tags_nothing_unfinis
         if re.match(r"\[(vllm|sglang|causal_conv1d)\] #\d+ \[", line):
             process.send_signal(signum)  # SIGTERM: what CI runners and `timeout` send
             break
-    _, err = process.communicate(timeout=120)
+    out, err = process.communicate(timeout=120)
     assert process.returncode == 128 + signum, err
+    # The table says which builds were stopped: interrupted once begun, else not started.
+    shown = out.splitlines()
+    header = next(i for i, line in enumerate(shown) if re.match(r"stage +status +time ", line))
+    status = slice(shown[header].index("status"), shown[header].index("time"))
+    said = {line[status].strip() for line in shown[header + 1 :]}
+    assert "interrupted" in said, out
+    assert said <= {"reused", "built", "pulled", "interrupted", "not started"}, out
     assert re.fullmatch(
         rf"{word}: stopped while building [a-z0-9_, ]+; only a build that finished is "
         r"tagged\n",
@@ -548,6 +555,7 @@ def test_a_terminal_gets_a_live_view_then_the_summary(e2e: E2E) -> None:
          f"commit_tag=live-{time.time_ns()}"]
     )  # fmt: skip
     assert code == 0, screen[-3000:]
+    assert ".  demo" not in screen  # doit's own line for the demo's setup: the view says all
     frames = screen.split("\x1b[2K")  # the view redraws by clearing its lines
     stages = len(GRAPH.order)
     # While the manifest builds: the header, a line per finished stage, one for the running.

@@ -12,6 +12,7 @@ from rocmgraph.graph.estimate import (
     Estimate,
     Reference,
     Source,
+    critical_path,
     duration,
     estimate,
     load_references,
@@ -75,6 +76,17 @@ def test_stages_built_already_cost_nothing_and_do_not_wait() -> None:
     only = {"sglang": 35.0, "assemble": 2.0, "manifest": 1.0}
     assert makespan(only, PARENTS, 2) == 38.0
     assert makespan({}, PARENTS, 2) == 0.0
+
+
+def test_the_critical_path_is_the_longest_chain_and_bounds_the_wall_time() -> None:
+    chain = critical_path(SECONDS, PARENTS)
+    assert chain == ("base", "vllm", "assemble", "manifest")
+    assert sum(SECONDS[name] for name in chain) == makespan(SECONDS, PARENTS, 8)
+    # Parents built already are not on it; a tie goes to the name first in sorted order.
+    only = {"sglang": 35.0, "verl": 35.0, "assemble": 2.0}
+    assert critical_path(only, PARENTS) == ("sglang", "assemble")
+    assert critical_path({"b": 1.0, "a": 1.0}, {}) == ("a",)
+    assert critical_path({}, PARENTS) == ()
 
 
 def test_the_longest_path_goes_first() -> None:

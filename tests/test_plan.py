@@ -258,6 +258,25 @@ def test_plan_text_is_a_table_with_the_reasons(
     assert as_text(both, make_plan(both, engine)).splitlines()[1].startswith("stage ")
 
 
+def test_a_demo_plan_says_its_build_locks_the_closures_first(
+    write_pins: Callable[..., Path], pins_text: str
+) -> None:
+    """A demo profile's inputs are all made here: its build locks what is not locked; with
+    locked=1 (as CI builds) it refuses, as a real profile does."""
+    path = write_pins(pins_text)
+    demo = Run(Options(pins=str(path), arch="gfx942", profile="demo"), stages.graph())
+    engine = SetEngine({demo.ref("base")})
+    assert as_text(demo, make_plan(demo, engine)).splitlines()[-1] == (
+        "network: off; a build locks the closures of all 15 stages first: none locked"
+    )
+    strict = Run(
+        Options(pins=str(path), arch="gfx942", profile="demo", locked=True), stages.graph()
+    )
+    assert as_text(strict, make_plan(strict, engine)).splitlines()[-1] == (
+        "network: off; a build refuses all 15 stages: no closure locked (doit lock closures=1)"
+    )
+
+
 def test_plan_prices_the_build_from_records_then_reference_figures(
     write_pins: Callable[..., Path], pins_text: str
 ) -> None:
@@ -284,9 +303,10 @@ def test_plan_prices_the_build_from_records_then_reference_figures(
     # then assemble and manifest, after vLLM.
     assert (plan.total.work, plan.total.wall) == (6114.498, 3600.0 + 474.0 + 0.498)
     text = as_text(run, plan).splitlines()
-    assert text[-3:] == [
+    assert text[-4:] == [
         "6 stages to build: ~1 h 42 min of work, ~1 h 08 min on 2 builders "
         "(2 recorded, 4 reference figures of the real image)",
+        "critical path: vllm → assemble → manifest (~1 h 08 min)",  # what the wall time is
         "network: off; a build refuses all 15 stages: no closure locked "
         "(doit lock closures=1, or hermetic=0)",
         "(ref): the real image's build time, as cited in docker/durations.toml",
@@ -324,8 +344,9 @@ def test_unknown_arch_and_format_are_one_line_errors() -> None:
     )
     bad_format = run_doit("plan", "format=yaml")
     assert bad_format.returncode == 3
-    assert (
-        bad_format.stderr == "error: format=yaml: unknown format; use format=text or format=json\n"
+    assert bad_format.stderr == (
+        "error: format=yaml: unknown format; use format=text or format=json, or for graph "
+        "format=svg, format=mermaid or format=dot\n"
     )
 
 

@@ -8,7 +8,7 @@ import io
 import time
 
 from rocmgraph.build.ledger import Entry, Final, Ledger, Status, step_of
-from rocmgraph.build.progress import Console, Lines, Live, built_stages, summary
+from rocmgraph.build.progress import Console, Lines, Live, built_stages, left, summary
 
 
 def test_a_buildkit_step_is_shortened_to_what_it_runs() -> None:
@@ -83,7 +83,7 @@ class Terminal(io.StringIO):
 
 def test_the_live_view_shows_a_step_that_ends_before_its_next_tick() -> None:
     ledger, out = Ledger(), Terminal()
-    ledger.stages = 2
+    ledger.know({"assemble": (), "manifest": ("assemble",)})
     ledger.record("assemble", Entry(Status.REUSED))
     view = Live(ledger, out, expected={})
     ledger.watch(view)
@@ -98,6 +98,69 @@ def test_the_live_view_shows_a_step_that_ends_before_its_next_tick() -> None:
     assert "[2/3] RUN python3 /tmp/smoke.py" in screen
     assert "[3/3] RUN python3 /tmp/manifest.py" in screen
     assert "every pin holds" not in screen  # a step's output is the log's
+
+
+def test_a_stage_waiting_for_its_parents_is_not_shown_running() -> None:
+    ledger, out = Ledger(), Terminal()
+    ledger.know({"vllm": (), "sglang": (), "assemble": ("vllm", "sglang")})
+    view = Live(ledger, out, expected={})
+    ledger.watch(view)
+    ledger.start("vllm", "1a2b3c4d5e6f", expected=None)
+    ledger.start("sglang", "a49104987a5d", expected=None)
+    ledger.start("assemble", "9024cb54b5aa", expected=None)
+    ledger.saw("vllm", "#5 [2/3] RUN pip wheel ./.")
+    assert ledger.waiting_for("assemble") == ("vllm", "sglang")
+    ledger.record("sglang", Entry(Status.BUILT, 1.0))
+    assert ledger.waiting_for("assemble") == ("vllm",)
+    ledger.saw("vllm", "#6 [3/3] RUN python3 -c pass")
+    ledger.unwatch(view)
+    view.close()
+    screen = out.getvalue()
+    assert "[0/3] stages, 2 running, 1 waiting" in screen  # sglang waits for no parent
+    assert "[1/3] stages, 1 running, 1 waiting" in screen
+    assert "… assemble             waiting for vllm, sglang" in screen
+    assert "… assemble             waiting for vllm\n" in screen
+    ledger.saw("assemble", "#7 [2/2] COPY --from=vllm /dist /dist")
+    assert ledger.waiting_for("assemble") == ()  # its own step began: it runs
+
+
+def test_the_time_left_is_the_longest_chain_of_what_remains() -> None:
+    ledger = Ledger()
+    ledger.know({"a": (), "b": ("a",), "c": ()})
+    expected = {"a": 10.0, "b": 20.0, "c": 25.0}
+    now = time.monotonic()
+    assert left(ledger, expected, now) == 30.0  # a then b; c beside them, not after
+    ledger.start("a", "1a2b3c4d5e6f", expected=10.0)
+    ledger.start("c", "a49104987a5d", expected=25.0)
+    ledger.saw("a", "#5 [2/3] RUN make")
+    began = ledger.entries()["a"].began
+    assert left(ledger, expected, began + 4.0) == 26.0  # 6 of a left, then b
+    ledger.record("a", Entry(Status.BUILT, 10.0))
+    ledger.start("b", "9024cb54b5aa", expected=20.0)
+    assert left(ledger, expected, now) == 25.0  # c waits for nothing, and b has not begun
+    ledger.saw("b", "#5 [2/3] RUN make")
+    ledger.saw("c", "#5 [2/3] RUN make")
+    assert left(ledger, expected, ledger.entries()["b"].began + 40.0) is None  # both overdue
+    ledger.start("d", "0123456789ab", expected=None)
+    assert left(ledger, {**expected, "e": 5.0}, now) is None  # d has no record: no forecast
+
+
+def test_after_an_interrupt_the_table_says_interrupted_and_not_started() -> None:
+    ledger = Ledger()
+    ledger.know({"vllm": (), "assemble": ("vllm",)})
+    ledger.record("base", Entry(Status.REUSED, key="7cc4f68c1d5b"))
+    ledger.start("vllm", "1a2b3c4d5e6f", expected=None)
+    ledger.start("assemble", "9024cb54b5aa", expected=None)
+    ledger.saw("vllm", "#5 [2/3] RUN pip wheel ./.")
+    ledger.interrupt()
+    ledger.record("vllm", Entry(Status.FAILED, 61.0))  # the stopped build ends, failed
+    ledger.record("assemble", Entry(Status.FAILED, 61.0))
+    assert summary(ledger, {}, lambda ref: None) == [
+        "stage     status       time        size  builder",
+        "base      reused       -           -     -",
+        "vllm      interrupted  1 min 01 s  -     -",
+        "assemble  not started  -           -     -",
+    ]
 
 
 def test_the_summary_is_a_table_then_the_image() -> None:

@@ -33,6 +33,7 @@ def test_doit_list_shows_every_task_with_a_one_line_doc() -> None:
     docs = dict(line.split(None, 1) for line in result.stdout.splitlines())
     expected = {
         "plan",
+        "graph",
         "lock",
         "patches",
         "preflight",
@@ -96,8 +97,8 @@ def test_build_runs_parents_first() -> None:
 
 KNOWN = (
     "arch, builder, builders, cache, cache_required, check, closures, commit_tag, compile_cache, "
-    "dockerfile, dry, force, format, hermetic, image, jobs, locked, network, pins, profile, "
-    "progress, push, stage, to, wait"
+    "dockerfile, dry, force, format, hermetic, image, jobs, locked, network, out, pins, profile, "
+    "progress, push, stage, to, trace, wait"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "
@@ -117,7 +118,8 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
     "unknown, beside good ones": (
         {"arch": "gfx942", "fromat": "json"},
         "fromat=json: unknown variable; did you mean format= (text or json, for plan, "
-        f"patches, preflight and audit)? known variables: {KNOWN}",
+        "patches, preflight and audit; svg, mermaid or dot for graph)? known variables: "
+        f"{KNOWN}",
     ),
     "flag that is not a flag": (
         {"force": "maybe"},
@@ -138,7 +140,11 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         {"arch": ",;"},
         "arch=',;': names no architecture; write e.g. arch=gfx942",
     ),
-    "format": ({"format": "yaml"}, "format=yaml: unknown format; use format=text or format=json"),
+    "format": (
+        {"format": "yaml"},
+        "format=yaml: unknown format; use format=text or format=json, or for graph "
+        "format=svg, format=mermaid or format=dot",
+    ),
     "cache": (
         {"cache": "Registry.example.org//verl"},
         "cache=Registry.example.org//verl: is not a docker image name (lower-case words joined "
@@ -185,7 +191,8 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
     ),
     "a value on two lines stays on one": (
         {"format": "json\ntext"},
-        "format=json\\ntext: unknown format; use format=text or format=json",
+        "format=json\\ntext: unknown format; use format=text or format=json, or for graph "
+        "format=svg, format=mermaid or format=dot",
     ),
 }
 

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 from conftest import run_doit
-from demo_e2e import E2E, copy_of_demo, docker, labels, manifest_file
+from demo_e2e import (
+    E2E,
+    copy_of_demo,
+    docker,
+    empty_namespace,
+    labels,
+    manifest_file,
+    nothing_to_build,
+)
 
 import stages
 from rocmgraph.build import progress, records
@@ -36,14 +44,14 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     world = copy_of_demo(tmp_path, name="verl-sealed")  # images of its own: removed at the end
     world.hermetic = True  # as users build: hermetic=1 unless said
     opened = keys_of(world)  # no closure locked: every stage's key is of a build with the network
-    refused = world.build()
+    # locked=1, as CI builds: a demo profile locks its closures itself otherwise (test_e2e)
+    refused = world.build("gfx942", "locked=1")
     assert refused.returncode == 1
     named = ", ".join(f"{name} at {key[:12]}" for name, key in opened.items())
     assert refused.stderr.splitlines()[-1] == (
         f"error: {tmp_path}/pins.lock.toml holds no closure for {named}: what they fetch as "
         "they build is not locked, so they cannot build with the network off; run `doit lock "
-        "closures=1` where the network allows and commit pins.lock.toml, or build with "
-        "hermetic=0 (the network on, as the images' labels record)"
+        "closures=1` where the network allows and commit pins.lock.toml"
     )
     assert "built " not in refused.stdout
 
@@ -52,7 +60,7 @@ def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_sa
     assert report["hermetic"] is False
     assert {entry["network"] for entry in report["stages"].values()} == {"on"}
     # Built with the network, the images are not reused by a hermetic build: refused alike.
-    again = world.build()
+    again = world.build("gfx942", "locked=1")
     assert again.returncode == 1
     assert again.stderr.splitlines()[-1] == refused.stderr.splitlines()[-1]
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
@@ -306,3 +314,54 @@ def a_closure_that_lacks_a_file_fails_the_build_naming_it(
     failed = world.build("gfx942", target="build:verl")
     assert failed.returncode == 1
     assert "No matching distribution found for megatron-core==0.18.0" in failed.stderr
+
+
+def test_the_main_job_builds_the_demo_in_one_command(tmp_path: Path) -> None:
+    """The README's main job from a fresh clone: `doit build:image profile=demo` with no
+    closure locked. A demo's inputs are all made here, so the build locks its closures
+    first, says so in one line, and builds every stage with the network off."""
+    world = copy_of_demo(tmp_path, name="verl-onecmd")
+    world.hermetic = True  # as the README's command builds
+    assert not (tmp_path / "pins.lock.toml").exists()
+    try:
+        result = world.build()
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.splitlines()[0] == (  # and no line of doit's own before it
+            "demo: 15 stages have no closure locked; locking them first, as "
+            "`doit lock closures=1 profile=demo` does"
+        )
+        report = json.loads((tmp_path / ".build" / "run.json").read_text())
+        assert report["hermetic"] is True
+        assert {entry["network"] for entry in report["stages"].values()} == {"off"}
+        assert len(closure.load(tmp_path / "pins.lock.toml").closures) == 15
+        assert nothing_to_build(world.build(), "verl-onecmd:gfx942")
+        the_trace_of_the_build_agrees_with_the_plan(world, tmp_path / ".build" / "trace.json")
+    finally:
+        empty_namespace("verl-onecmd")
+
+
+def the_trace_of_the_build_agrees_with_the_plan(world: E2E, path: Path) -> None:
+    """The build's trace: a track per lane of this engine, a span per stage with its steps
+    inside, the waits, and the critical path that `doit plan` names from the same records."""
+    document = json.loads(path.read_text())
+    events = document["traceEvents"]
+    named = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert "this engine" in named.values()
+    assert "critical path" in named.values()
+    stages = {e["name"]: e for e in events if e["ph"] == "X" and e["cat"] == "stage"}
+    assert set(stages) == set(world.plan())  # the no-op after it wrote no trace
+    steps = [e for e in events if e["ph"] == "X" and e["cat"] == "step"]
+    for stage in stages.values():
+        end = stage["ts"] + stage["dur"]
+        mine = [s for s in steps if s["tid"] == stage["tid"] and stage["ts"] <= s["ts"] < end]
+        assert mine, stage  # every stage has a step of its own
+        assert all(s["ts"] + s["dur"] <= end for s in mine), stage
+    assert "exporting to image" in {s["name"] for s in steps}
+    waits = {e["name"] for e in events if e["ph"] == "X" and e["cat"] == "wait"}
+    assert any(name.startswith("waiting for ") for name in waits), waits
+    # The same build as a plan sees it: its images gone, each stage priced by its record.
+    docker("image", "rm", *(str(stage["image"]) for stage in world.plan().values()))
+    result = run_doit("plan", *world.where, "arch=gfx942", "format=json")
+    planned = json.loads(result.stdout)["estimate"]["critical_path"]
+    assert planned == document["otherData"]["critical_path"]
+    assert len(planned) >= 3, planned

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rocmgraph.build import compilecache, records, turns
+from rocmgraph.build import compilecache, records, trace, turns
 from rocmgraph.build.ledger import Entry, Status
 from rocmgraph.build.session import Session
 from rocmgraph.common import failpoints
@@ -104,11 +104,13 @@ def _pull(run: Run, engine: Engine, session: Session, name: str) -> bool:
     """Pull stage ``name`` from the cache and tag it as built here; False (said) when the
     pull fails or the image's key label is not the key its tag claims."""
     cached, key = run.cached_ref(name), run.keys[name].key
+    started = time.monotonic()
     try:
         engine.pull(cached)
     except GraphToolError as exc:
         _warn(f"could not pull {cached} ({exc}); building it here")
         return False
+    session.timeline.transfer(trace.Transfer.PULL, name, started, time.monotonic())
     # Another run on this engine may pull the same tag at once and remove it when done:
     # what follows names the image by its id.
     image = engine.image_id(cached)
@@ -154,7 +156,9 @@ def _push(run: Run, engine: Engine, session: Session, name: str) -> None:
         return
     try:
         engine.tag(run.ref(name), cached)
+        started = time.monotonic()
         engine.push(cached)
+        session.timeline.transfer(trace.Transfer.PUSH, name, started, time.monotonic())
         session.console.say(f"pushed {name} {run.keys[name].short} to {run.cache}")
         session.ledger.shared(name, True)
     except GraphToolError as exc:

@@ -13,6 +13,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -28,6 +29,8 @@ class Status(StrEnum):
     CACHED = "cached"  # the shared cache holds it, and no build here needed it
     PULLED = "pulled"  # taken from the shared cache for a build, or for the final tag
     FAILED = "failed"
+    INTERRUPTED = "interrupted"  # its build had begun when Ctrl-C (or SIGTERM) stopped it
+    NOT_STARTED = "not started"  # stopped while it waited for its parents
 
 
 @dataclass
@@ -39,7 +42,9 @@ class Entry:
     shared: bool | None = None  # pushed to the shared cache; False: its push failed
     key: str = ""  # its key, short
     network: str = ""  # a build's: "off" (hermetic, from its locked closure) or "on"
-    started: float = 0.0  # time.monotonic() when its build began
+    started: float = 0.0  # time.monotonic() when its build was asked for
+    began: float = 0.0  # when its first own step began; 0.0: waiting for its parents
+    ended: float = 0.0  # when its build ended (built, failed or stopped)
     step: str = ""  # the BuildKit step it is on: "[5/7] RUN pip wheel …"
     expected: float | None = None  # seconds, from its last build's record
 
@@ -83,8 +88,18 @@ class Ledger:
         self._entries: dict[str, Entry] = {}
         self._lock = threading.Lock()
         self._watchers: list[Watcher] = []
-        self.stages = 0  # how many stages the image has: set when the run knows its graph
+        self.parents: Mapping[str, tuple[str, ...]] = {}  # the image's stages: set by know()
         self.final: Final | None = None
+        self._interrupted = False
+
+    @property
+    def stages(self) -> int:
+        """How many stages the image has (0 until the run knows its graph)."""
+        return len(self.parents)
+
+    def know(self, parents: Mapping[str, tuple[str, ...]]) -> None:
+        """The image's stages and each one's parents: who waits for whom."""
+        self.parents = dict(parents)
 
     def watch(self, watcher: Watcher) -> None:
         with self._lock:
@@ -108,6 +123,7 @@ class Ledger:
             entry = self._entries.get(stage)
             if step and entry is not None:
                 entry.step = step
+                entry.began = entry.began or time.monotonic()
             watchers = list(self._watchers)
         for watcher in watchers:
             watcher.output(stage, line)
@@ -124,11 +140,42 @@ class Ledger:
                     key=entry.key or known.key,
                     builder=entry.builder or known.builder,
                     expected=known.expected if entry.expected is None else entry.expected,
+                    started=entry.started or known.started,
+                    # a build begun again waits for its first step anew
+                    began=entry.began or (0.0 if entry.status is Status.BUILDING else known.began),
                 )
+            if self._interrupted and entry.status in (Status.BUILDING, Status.FAILED):
+                entry.status = _stopped(entry)  # the interrupt failed it, not its own step
+            if entry.started and entry.status is not Status.BUILDING:
+                entry.ended = entry.ended or time.monotonic()
             self._entries[stage] = entry
             watchers = list(self._watchers)
         for watcher in watchers:
             watcher.changed(stage, dataclasses.replace(entry))
+
+    def interrupt(self) -> None:
+        """Ctrl-C or SIGTERM stopped the run: each stage building is interrupted (its build
+        had begun) or not started (it waited for its parents), and so is each that fails
+        from now on, as the stopped builds end."""
+        with self._lock:
+            self._interrupted = True
+            now = time.monotonic()
+            for entry in self._entries.values():
+                if entry.status is Status.BUILDING:
+                    entry.status, entry.ended = _stopped(entry), now
+
+    def waiting_for(self, stage: str) -> tuple[str, ...]:
+        """The parents of ``stage`` still building, while it has begun no step of its own."""
+        with self._lock:
+            entry = self._entries.get(stage)
+            if entry is None or entry.status is not Status.BUILDING or entry.began:
+                return ()
+            return tuple(
+                parent
+                for parent in self.parents.get(stage, ())
+                if (known := self._entries.get(parent)) is not None
+                and known.status is Status.BUILDING
+            )
 
     def shared(self, stage: str, pushed: bool) -> None:
         with self._lock:
@@ -145,7 +192,7 @@ class Ledger:
 
     def did_something(self) -> bool:
         """Whether anything was built, pulled or failed (else the run was a no-op)."""
-        busy = {Status.BUILDING, Status.BUILT, Status.PULLED, Status.FAILED}
+        busy = {Status.BUILDING, Status.BUILT, Status.PULLED, Status.FAILED, *_STOPPED}
         return any(entry.status in busy for entry in self.entries().values())
 
     def write(self, path: Path, cache: str, hermetic: bool) -> None:
@@ -170,6 +217,13 @@ class Ledger:
             "stages": stages,
         }
         atomic_write_text(path, json.dumps(report, indent=1) + "\n")
+
+
+_STOPPED = (Status.INTERRUPTED, Status.NOT_STARTED)
+
+
+def _stopped(entry: Entry) -> Status:
+    return Status.INTERRUPTED if entry.began else Status.NOT_STARTED
 
 
 _REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key", "network"}

@@ -24,14 +24,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from rocmgraph.build.ledger import Entry, Ledger, Status, step_of
-from rocmgraph.graph.estimate import duration
+from rocmgraph.graph.estimate import critical_path, duration
 
 MODES = ("auto", "plain", "quiet")
 HEARTBEAT_ENV = "VERL_GRAPH_HEARTBEAT"  # seconds between a stage's heartbeats; 60
 MARKS = {
     Status.BUILT: "✓", Status.REUSED: "=", Status.CACHED: "=", Status.PULLED: "↓",
-    Status.FAILED: "✗", Status.BUILDING: "…",
+    Status.FAILED: "✗", Status.BUILDING: "…", Status.INTERRUPTED: "■", Status.NOT_STARTED: "·",
 }  # fmt: skip
+TIMED = (Status.BUILT, Status.FAILED, Status.INTERRUPTED)  # a build that ran: its time says
 
 
 def elapsed(seconds: float) -> str:
@@ -81,16 +82,33 @@ def built_stages(text: str) -> set[str]:
 
 
 def left(ledger: Ledger, expected: Mapping[str, float], now: float) -> float | None:
-    """Seconds of work left, from the records of the stages not finished; None if none."""
+    """Seconds until the run ends: the longest chain of the stages not finished, each at
+    what its record says is left of it (stages side by side do not add up). None when a
+    stage building has no record, or when the stages running are past their records: no
+    forecast is worth a word then."""
     entries = ledger.entries()
-    total, known = 0.0, False
-    for stage, seconds in expected.items():
-        entry = entries.get(stage)
-        if entry is None:
-            total, known = total + seconds, True
-        elif entry.status is Status.BUILDING:
-            total, known = total + max(seconds - (now - entry.started), 0.0), True
-    return total if known else None
+    remaining: dict[str, float] = {}
+    for stage, entry in entries.items():
+        if entry.status is Status.BUILDING:
+            if stage not in expected:
+                return None
+            spent = now - entry.began if entry.began else 0.0  # waiting: all of it is left
+            remaining[stage] = max(expected[stage] - spent, 0.0)
+    remaining |= {stage: s for stage, s in expected.items() if stage not in entries}
+    chain = critical_path(remaining, ledger.parents)
+    total = sum(remaining[stage] for stage in chain)
+    return total if total >= 1 else None
+
+
+def _beat(stage: str, entry: Entry, waiting: tuple[str, ...], now: float) -> str:
+    """A heartbeat: what a stage still building is at, or which parents it waits for."""
+    if waiting:
+        since = elapsed(now - entry.started)
+        return f"still waiting for {', '.join(waiting)}: {stage} {entry.key}, {since}"
+    at = f", at {entry.step}" if entry.step else ""
+    return (
+        f"still building {stage} {entry.key}: {elapsed(now - (entry.began or entry.started))}{at}"
+    )
 
 
 class Lines:
@@ -125,10 +143,7 @@ class Lines:
                 last = self._beats.get(stage, entry.started)
                 if entry.status is Status.BUILDING and now - last >= self.heartbeat:
                     self._beats[stage] = now
-                    at = f", at {entry.step}" if entry.step else ""
-                    self.say(
-                        f"still building {stage} {entry.key}: {elapsed(now - entry.started)}{at}"
-                    )
+                    self.say(_beat(stage, entry, self.ledger.waiting_for(stage), now))
 
     def close(self) -> None:
         self._stop.set()
@@ -171,9 +186,12 @@ class Live:
 
         now = time.monotonic()
         entries = self.ledger.entries()
-        running = {s: e for s, e in entries.items() if e.status is Status.BUILDING}
-        done = len(entries) - len(running)
-        header = f"[{done}/{self.ledger.stages or len(entries)}] stages, {len(running)} running"
+        busy = {s: e for s, e in entries.items() if e.status is Status.BUILDING}
+        waiting = {s: w for s in busy if (w := self.ledger.waiting_for(s))}
+        done = len(entries) - len(busy)
+        header = f"[{done}/{self.ledger.stages or len(entries)}] stages, "
+        header += f"{len(busy) - len(waiting)} running"
+        header += f", {len(waiting)} waiting" if waiting else ""
         remaining = left(self.ledger, self.expected, now)
         if remaining is not None:
             header += f", {duration(remaining)} left (from records)"
@@ -181,10 +199,15 @@ class Live:
         for stage, entry in entries.items():
             if entry.status is Status.BUILDING:
                 continue
-            took = elapsed(entry.seconds) if entry.status in (Status.BUILT, Status.FAILED) else ""
+            took = elapsed(entry.seconds) if entry.status in TIMED else ""
             lines.append(f"{MARKS[entry.status]} {stage:<20} {entry.status:<8} {took}".rstrip())
-        for stage, entry in running.items():
-            spent = now - entry.started
+        for stage, entry in busy.items():
+            if stage in waiting:
+                lines.append(
+                    f"{MARKS[Status.BUILDING]} {stage:<20} waiting for {', '.join(waiting[stage])}"
+                )
+                continue
+            spent = now - (entry.began or entry.started)
             ahead = (
                 f"  {duration(entry.expected - spent)} left"
                 if entry.expected and entry.expected > spent
@@ -288,9 +311,9 @@ def summary(ledger: Ledger, refs: Mapping[str, str], sizes: Sizes) -> list[str]:
     """The stages (status, time, image size, builder) and the image, as a table."""
     rows = [("stage", "status", "time", "size", "builder")]
     for stage, entry in ledger.entries().items():
-        took = elapsed(entry.seconds) if entry.status in (Status.BUILT, Status.FAILED) else "-"
+        took = elapsed(entry.seconds) if entry.status in TIMED else "-"
         ref = refs.get(stage)
-        shown = size(sizes(ref)) if ref and entry.status is not Status.FAILED else "-"
+        shown = size(sizes(ref)) if ref and entry.status not in TIMED[1:] else "-"
         rows.append((stage, str(entry.status), took, shown, entry.builder or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[4]

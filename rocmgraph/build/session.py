@@ -11,8 +11,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocmgraph.build import trace
 from rocmgraph.build.ledger import Ledger
 from rocmgraph.build.progress import Console
 
@@ -26,6 +28,9 @@ class Session:
 
     ledger: Ledger = field(default_factory=Ledger)
     console: Console = field(init=False)
+    timeline: trace.Timeline = field(default_factory=trace.Timeline)
+    trace: Path | None = None  # where the run's timeline goes, once it builds
+    title: str = ""  # what the trace is of: the command and its image
     _silent: set[str] = field(default_factory=set)  # caches that did not answer: said once
     _pushes: dict[str, Future[None]] = field(default_factory=dict)  # by the ref they push
     _pusher: ThreadPoolExecutor | None = None
@@ -33,6 +38,17 @@ class Session:
 
     def __post_init__(self) -> None:
         self.console = Console(self.ledger)
+        self.ledger.watch(self.timeline)
+
+    def end(self) -> None:
+        """The run is over: its trace written (if it built), then its console's last words.
+        A trace that cannot be written is said, and fails nothing."""
+        if self.trace is not None and self.ledger.did_something():
+            try:
+                trace.write(self.trace, self.ledger, self.timeline, self.title)
+            except OSError as exc:
+                self.console.say(f"warning: no trace written to {self.trace} ({exc.strerror})")
+        self.console.end()
 
     def silence(self, cache: str) -> bool:
         """Ask ``cache`` nothing more in this run; True the first time (to say why)."""

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
 
-from rocmgraph.build.progress import Console
+from rocmgraph.build.session import Session
 from rocmgraph.common.errors import GraphToolError, Unchecked, UsageError
 
 
@@ -85,9 +85,9 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
         if not (task.meta or {}).get("quiet"):
             super().skip_uptodate(task)
 
-    def __init__(self, outstream: Any, options: Any, console: Console) -> None:
+    def __init__(self, outstream: Any, options: Any, session: Session) -> None:
         super().__init__(outstream, options)
-        self.console = console  # the run's: its view ends before the errors are said
+        self.session = session  # the run's: its trace written, its view ended before errors
         self.usage = False
         self.errors: list[str] = []  # said after the build's summary, where they are seen
 
@@ -99,7 +99,7 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
         super().add_failure(task, fail)
 
     def complete_run(self) -> None:
-        self.console.end()
+        self.session.end()
         for error in self.errors:
             sys.stderr.write(error)
         sys.stderr.flush()

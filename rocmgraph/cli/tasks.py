@@ -24,15 +24,15 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, lock,
-# patch_status, plan) are imported by the action that runs them: doit imports this module on
-# every invocation, and a no-op build should not pay for what it never runs.
+# The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, graphview,
+# lock, patch_status, plan; graphviz) are imported by the action that runs them: doit imports
+# this module on every invocation, and a no-op build should not pay for what it never runs.
 from rocmgraph.build import execute, progress
 from rocmgraph.build.ledger import Entry, Final, Status
 from rocmgraph.build.session import Session
 from rocmgraph.cli.doitdb import DOIT_DB, usable_doit_db
 from rocmgraph.cli.reporter import Reporter, guarded
-from rocmgraph.cli.variables import check_format
+from rocmgraph.cli.variables import GRAPH_FORMATS, check_format
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import (
     Answer,
@@ -40,6 +40,7 @@ from rocmgraph.common.errors import (
     StaleError,
     VariableError,
 )
+from rocmgraph.common.fsutil import atomic_write_text
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import load as load_pins
 from rocmgraph.demo import profile as demo_profile
@@ -51,6 +52,8 @@ from rocmgraph.outside import proc
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+
+    from rocmgraph.commands.plan import Plan
 
 Task = dict[str, Any]
 
@@ -88,6 +91,14 @@ def _show(answer: Answer) -> None:
         raise answer.error
 
 
+def _from_here(path: Path) -> str:
+    """``path`` as a user names it: from the working directory when it lies below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _read_dockerfile(name: str) -> str:
     """The text of ``dockerfile=<name>``; a usage error when there is no such file."""
     path = Path(name)
@@ -111,6 +122,7 @@ class Tasks:
         self.session = Session()  # this run's ledger, console, silent caches and pushes
         self._solve: dict[str, Future[bool]] | None = None  # the run's solve, once begun
         self._solve_lock = threading.Lock()
+        self._lock_lock = threading.Lock()  # one demo's closures locked at a time
         self.interrupted = False
         usable_doit_db(doit_db)  # before doit opens it
         # Every key renders every recipe: compiled once here, not once per invocation.
@@ -124,7 +136,7 @@ class Tasks:
         """dodo.py's DOIT_CONFIG: the reporter ends this run's console."""
         return {
             "default_tasks": ["plan"],
-            "reporter": Reporter(sys.stdout, {"failure_verbosity": 0}, self.session.console),
+            "reporter": Reporter(sys.stdout, {"failure_verbosity": 0}, self.session),
             "par_type": "thread",  # stages build in docker; threads only wait on it
             "verbosity": 2,  # stream build logs as they come
             "subtasks": True,  # `doit list` shows build:<stage> and dockerfile:<stage> too
@@ -163,22 +175,29 @@ class Tasks:
 
     # ------------------------------------------------------------ reports
 
+    def _plan(self, options: Options, builders: int) -> Plan:
+        """The plan of ``options``, priced on ``builders`` builders (plan and graph show it)."""
+        run = self.run(options)
+        # startup: a command's modules load when it runs, not for every task
+        from rocmgraph.commands import plan
+        from rocmgraph.graph import estimate
+
+        # The demo's stages are miniatures: the real image's hours would mislead there.
+        references = {} if options.profile else estimate.load_references()
+        outside = self.outside(options)
+
+        def cached(stage: str) -> bool:
+            return execute.is_cached(run, outside, self.session, stage)
+
+        return plan.make_plan(run, outside.engine, references, builders, cached)
+
     def plan_task(self, options: Options, fmt: str, builders: int = 2) -> Task:
         def show() -> None:
             _check_format(fmt)
-            run = self.run(options)
             # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import plan
-            from rocmgraph.graph import estimate
 
-            # The demo's stages are miniatures: the real image's hours would mislead there.
-            references = {} if options.profile else estimate.load_references()
-            outside = self.outside(options)
-
-            def cached(stage: str) -> bool:
-                return execute.is_cached(run, outside, self.session, stage)
-
-            made = plan.make_plan(run, outside.engine, references, builders, cached)
+            run, made = self.run(options), self._plan(options, builders)
             print(plan.as_json(run, made) if fmt == "json" else plan.as_text(run, made))
             plan.verdict(made)
 
@@ -186,6 +205,34 @@ class Tasks:
             "show every stage: key, arch-dependent, built or not, why it would build, and what "
             "building costs",
             show,
+        )
+
+    def graph_task(self, options: Options, fmt: str, out: str, builders: int = 2) -> Task:
+        def draw() -> None:
+            check_format("format", fmt, GRAPH_FORMATS)
+            # startup: a command's modules load when it runs, not for every task
+            from rocmgraph.commands import graphview, plan
+
+            run, made = self.run(options), self._plan(options, builders)
+            caption = graphview.caption(run, made)
+            text = (graphview.as_mermaid if fmt == "mermaid" else graphview.as_dot)(made, caption)
+            if fmt == "svg":
+                # startup, as above: only an SVG runs Graphviz
+                from rocmgraph.outside import graphviz
+
+                text = graphviz.svg(text)
+            if out or fmt == "svg":
+                path = Path(out) if out else run.state_dir / "graph.svg"
+                atomic_write_text(path, text)
+                print(f"wrote {out or _from_here(path)}")
+            else:
+                print(text, end="")
+            plan.verdict(made)
+
+        return _report(
+            "draw the stage graph: SVG through Graphviz (format=svg, into .build/graph.svg), "
+            "Mermaid or DOT text; each stage's status, key, cost, and why it would build",
+            draw,
         )
 
     def lock_task(self, options: Options, closures: bool) -> Task:
@@ -401,6 +448,12 @@ class Tasks:
         def start() -> None:
             prepared.start(self.outside(options), options.arch, options.wait)
             self.forget(options)  # its pins were just locked: builds read them afresh
+            if "demo" in sys.argv[1:]:  # asked for: said; a build's setup: its view says
+                profile = options.profile or "demo"
+                print(
+                    f"prepared the {profile} profile: {self.run(options).options.pins}; "
+                    f"build it with `doit build:image profile={profile} arch=gfx942`"
+                )
 
         return {
             "doc": "prepare an offline demo profile: upstreams, base image, pins "
@@ -408,6 +461,8 @@ class Tasks:
             "actions": [guarded(start)],
             "teardown": [prepared.stop],
             "uptodate": [False],
+            "meta": {"quiet": True},  # no doit line of its own before a build's view
+            "verbosity": 2,
         }
 
     def build_tasks(self, options: Options) -> Iterator[Task]:
@@ -487,6 +542,9 @@ class Tasks:
         if stage not in run.graph.stages or self.interrupted:
             return
         missing = self._unlocked(run, stage)
+        if missing and options.profile and not options.locked:
+            run = self._lock_demo(options, stage)
+            missing = self._unlocked(run, stage)
         if missing:
             check_closures(run, missing)
         self._watch(run, outside)
@@ -510,6 +568,28 @@ class Tasks:
             raise
         if not built:
             self.session.ledger.record(stage, Entry(Status.REUSED, key=run.keys[stage].short))
+
+    def _lock_demo(self, options: Options, stage: str) -> Run:
+        """A demo profile's inputs are all made here, so what its stages fetch can be locked
+        here too: the first build to meet a stage with no closure locks them all (as
+        ``doit lock closures=1`` does), once per invocation; the run, read again."""
+        with self._lock_lock:
+            run = self.run(options)
+            missing = self._unlocked(run, stage)  # none: another stage's build locked them
+            if missing:
+                # startup: a command's modules load when it runs, not for every task
+                from rocmgraph.commands import lock
+
+                count = f"{len(missing)} stage" + ("s have" if len(missing) > 1 else " has")
+                self.session.console.say(
+                    f"{options.profile}: {count} no closure locked; locking them first, as "
+                    f"`doit lock closures=1 profile={options.profile}` does"
+                )
+                answer = lock.lock_closures(run, self.outside(options), self.session)
+                if answer.error is not None:
+                    raise answer.error
+                self.forget(options)
+            return self.run(options)
 
     def _solved(self, run: Run, outside: Outside, stage: str) -> bool:
         """Whether stage ``stage`` was built, in the run's solve: the first stage doit must
@@ -572,7 +652,9 @@ class Tasks:
             seconds = execute.last_seconds(run, name)
             if seconds and not execute.is_built(run, engine, name):
                 expected[name] = seconds
-        self.session.ledger.stages = len(run.graph.order)
+        self.session.ledger.know({name: run.graph[name].parents for name in run.graph.order})
+        self.session.trace = Path(run.options.trace or run.state_dir / "trace.json")
+        self.session.title = f"doit {' '.join(sys.argv[1:])}".strip()
         refs = {name: run.ref(name) for name in run.graph.order}
         self.session.console.begin(
             run.options.progress, expected, refs, _sizes(outside, refs.values())
@@ -609,6 +691,7 @@ class Tasks:
             self.interrupted = True
             entries = self.session.ledger.entries().items()
             stages = sorted(name for name, entry in entries if entry.status is Status.BUILDING)
+            self.session.ledger.interrupt()  # the table says which were stopped, not failed
             self.session.console.stop()  # the terminal is the shell's again
             proc.interrupt_all()
             what = (

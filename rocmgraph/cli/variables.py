@@ -17,7 +17,8 @@ from rocmgraph.config import kinds
 from rocmgraph.config.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "json")  # the reports'
+GRAPH_FORMATS = ("svg", "mermaid", "dot")  # doit graph's
 PROFILES = ("", *demo_profile.PROFILES)  # "": the pins file's own (pins.toml by default)
 # A flag's words, either case. Anything else is refused: `force=false` must not force.
 FLAG_WORDS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
@@ -34,9 +35,26 @@ def flag(name: str, value: str) -> bool:
         ) from None
 
 
-def check_format(name: str, value: str) -> None:
-    if value not in FORMATS:
-        raise VariableError(f"{name}={cut(value)}: unknown format; use format=text or format=json")
+def check_format(name: str, value: str, formats: Sequence[str] = FORMATS) -> None:
+    """``value`` is one of ``formats``: a report's (text, json) unless a task says others."""
+    if value not in formats:
+        raise VariableError(f"{name}={cut(value)}: unknown format; use {_either(name, formats)}")
+
+
+def _any_format(name: str, value: str) -> None:
+    """The command line's check, before the task is known: a format of any task; the task
+    checks its own."""
+    if value not in (*FORMATS, *GRAPH_FORMATS):
+        raise VariableError(
+            f"{name}={cut(value)}: unknown format; use {_either(name, FORMATS)}, or for graph "
+            f"{_either(name, GRAPH_FORMATS)}"
+        )
+
+
+def _either(name: str, values: Sequence[str]) -> str:
+    """``format=a, format=b or format=c``."""
+    words = [f"{name}={value}" for value in values]
+    return f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 def _profile(name: str, value: str) -> None:
@@ -150,7 +168,11 @@ VARIABLES: dict[str, Variable] = {
     ),
     "network": Variable("docker build --network; default $VERL_GRAPH_NETWORK"),
     "profile": Variable("demo (or demo702) builds an offline demo profile", _profile),
-    "format": Variable("text or json, for plan, patches, preflight and audit", check_format),
+    "format": Variable(
+        "text or json, for plan, patches, preflight and audit; svg, mermaid or dot for graph",
+        _any_format,
+    ),
+    "out": Variable("where graph writes; default .build/graph.svg (svg), else stdout"),
     "jobs": Variable("the builders the plan prices the build on (as doit -n); 2", _count),
     "to": Variable("the commit or tag bump:<source> moves to"),
     "force": Variable("1 lets a bump write despite a conflicting patch", flag),
@@ -178,6 +200,10 @@ VARIABLES: dict[str, Variable] = {
     "compile_cache": Variable(
         "ccache's shared remote storage, e.g. redis://host:6379; default [build].compile_cache",
         _compile_cache,
+    ),
+    "trace": Variable(
+        "where a build writes its timeline (Chrome trace-event JSON, for Perfetto); "
+        "default trace.json beside run.json"
     ),
     "wait": Variable(
         "seconds a build waits for another run's build of the same stage; default no end", seconds

@@ -163,6 +163,7 @@ def as_json(run: Run, plan: Plan) -> str:
             "work_seconds": plan.total.work,
             "wall_seconds": plan.total.wall,
             "builders": plan.total.builders,
+            "critical_path": list(plan.total.critical),
         },
     }
     return json.dumps(document, indent=2)
@@ -171,7 +172,7 @@ def as_json(run: Run, plan: Plan) -> str:
 def _network(run: Run, plan: Plan) -> list[str]:
     """How the stages reach the network: off from their locked closures (hermetic, the
     default), on for all (hermetic=0); and which stages a build refuses, built or not, for
-    having no closure locked (hermetic, or locked=1)."""
+    having no closure locked (hermetic, or locked=1), or, in a demo profile, locks first."""
     names = [stage.name for stage in plan.stages]
     missing = [name for name in names if name in run.unlocked]
     fix = "doit lock closures=1" + ("" if run.options.locked else ", or hermetic=0")
@@ -181,10 +182,24 @@ def _network(run: Run, plan: Plan) -> list[str]:
         if run.options.locked and missing:
             line += f"; locked=1 refuses {refused}: no closure locked (doit lock closures=1)"
         return [line]
+    if missing and run.options.profile and not run.options.locked:
+        # a demo's inputs are all made here: its build locks them (tasks.py)
+        return [f"network: off; a build locks the closures of {refused} first: none locked"]
     if missing:
         return [f"network: off; a build refuses {refused}: no closure locked ({fix})"]
     todo = [stage for stage in plan.stages if stage.status is Status.NOT_BUILT]
     return [f"network: off for all {len(todo)} stages to build (closures locked)"] if todo else []
+
+
+def critical(plan: Plan) -> list[str]:
+    """The longest chain of stages to build, where the estimates give it any length: what
+    more builders cannot shorten."""
+    costs = {s.name: s.estimate.seconds for s in plan.stages if s.estimate is not None}
+    chain = plan.total.critical
+    length = sum(costs.get(name, 0.0) for name in chain)
+    if not length:
+        return []
+    return [f"critical path: {' → '.join(chain)} ({estimate.duration(length)})"]
 
 
 def _source_archs(run: Run) -> list[str]:
@@ -222,6 +237,7 @@ def as_text(run: Run, plan: Plan) -> str:
         lines.append(f"{total} stages: {built} built{in_cache}, {total - built - cached} to build")
     if plan.total.stages:
         lines.append(plan.total.text())
+        lines += critical(plan)
     lines += _network(run, plan)
     if plan.total.reference:
         lines.append("(ref): the real image's build time, as cited in docker/durations.toml")

@@ -69,6 +69,7 @@ class Total:
     reference: int
     unknown: int
     checks: int = 0
+    critical: tuple[str, ...] = ()  # the longest chain of stages to build, by their seconds
 
     def text(self) -> str:
         if not self.stages:
@@ -166,6 +167,30 @@ def _longest_path_ahead(
     return ahead
 
 
+def critical_path(
+    seconds: Mapping[str, float], parents: Mapping[str, Iterable[str]]
+) -> tuple[str, ...]:
+    """The chain of the stages of ``seconds``, each a parent of the next, whose seconds add
+    up to the most: no number of builders finishes them sooner. Parents outside ``seconds``
+    are done already; a tie goes to the name first in sorted order, so that a plan and a
+    build's trace of the same figures name the same chain."""
+    longest: dict[str, tuple[float, str]] = {}  # name -> (its chain's seconds, its parent)
+
+    def walk(name: str) -> float:
+        if name not in longest:
+            before = sorted(p for p in parents.get(name, ()) if p in seconds)
+            best = max(before, key=walk, default="")  # max keeps the first of equals
+            longest[name] = (seconds[name] + (walk(best) if best else 0.0), best)
+        return longest[name][0]
+
+    end = max(sorted(seconds), key=walk, default="")
+    chain: list[str] = []
+    while end:
+        chain.append(end)
+        end = longest[end][1]
+    return tuple(reversed(chain))
+
+
 def total(
     estimates: Mapping[str, Estimate], parents: Mapping[str, Iterable[str]], builders: int
 ) -> Total:
@@ -183,6 +208,7 @@ def total(
         reference=counts[Source.REFERENCE],
         unknown=counts[Source.NONE],
         checks=counts[Source.CHECK],
+        critical=critical_path(seconds, parents),
     )
 
 

@@ -45,6 +45,7 @@ class Options:
     compile_cache: str = ""  # ccache's remote storage for source builds; "": [build].compile_cache
     progress: str = "auto"  # the console: auto (live in a terminal, else lines), plain, quiet
     hermetic: bool = True  # network off, from locked closures (none locked: refused); False: on
+    trace: str = ""  # where a build writes its timeline; "": trace.json beside its run.json
 
 
 class Run:

@@ -79,9 +79,12 @@ def test_a_trace_has_a_track_per_builder_and_a_span_per_stage_with_its_steps() -
                      strict=True))  # fmt: skip
     for step in steps:
         assert inside(step, stages[owner[step["name"]]]), step
-    (waited,) = spans(document, "wait")
+    waits = {named[e["tid"]]: e for e in spans(document, "wait")}
+    waited = waits[named[stages["assemble"]["tid"]]]
     assert waited["name"] == "waiting for vllm, sglang"
     assert inside(waited, stages["assemble"])
+    # vllm and sglang waited for no parent: BuildKit readied the solve before their steps
+    assert {e["name"] for e in waits.values() if e is not waited} == {"starting"}
     (pulled,) = spans(document, "pull")
     assert (pulled["name"], named[pulled["tid"]]) == ("pull wheels", "pulls and pushes")
     assert document["otherData"]["critical_path"] == ["vllm", "assemble"]

@@ -120,10 +120,12 @@ def document(ledger: Ledger, timeline: Timeline, title: str, now: float) -> dict
         args = {"key": entry.key, "status": str(entry.status), "seconds": entry.seconds}
         events.span(tid, "stage", Span(stage, entry.started, ended[stage]),
                     args | ({"critical_path": True} if stage in chain else {}))  # fmt: skip
-        waited = [p for p in ledger.parents.get(stage, ()) if p in entries]
+        # the parents still building when it was asked for; none: BuildKit readies its solve
+        waited = [p for p in ledger.parents.get(stage, ()) if ended.get(p, 0) > entry.started]
         first = entry.began or ended[stage]
-        if first > entry.started and waited:
-            events.span(tid, "wait", Span(f"waiting for {', '.join(waited)}", entry.started, first))
+        if first > entry.started:
+            why = f"waiting for {', '.join(waited)}" if waited else "starting"
+            events.span(tid, "wait", Span(why, entry.started, first))
         for step in _nested(timeline.steps(stage), first, ended[stage]):
             events.span(tid, "step", step)
     if transfers:

@@ -122,3 +122,17 @@ def test_the_trace_is_json_that_names_what_it_is_of(tmp_path: Path) -> None:
     assert document["displayTimeUnit"] == "ms"
     timed = [e for e in document["traceEvents"] if e["ph"] == "X"]
     assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in timed)
+
+
+def test_spans_nested_in_time_stay_nested_in_microseconds() -> None:
+    ledger, timeline = Ledger(), Timeline()
+    ledger.watch(timeline)
+    ledger.know({"vllm": ()})
+    ledger.start("vllm", "1a2b3c4d5e6f", expected=None)
+    ledger.saw("vllm", "#5 [vllm_build 2/3] RUN pip wheel ./.")
+    ledger.record("vllm", Entry(Status.BUILT, 1.0))  # its step never said DONE: open
+    entry = ledger.entries()["vllm"]
+    document = trace.document(ledger, timeline, "t", now=entry.ended)
+    (stage,) = spans(document, "stage")
+    (step,) = spans(document, "step")
+    assert step["ts"] + step["dur"] == stage["ts"] + stage["dur"]  # ends with it, exactly

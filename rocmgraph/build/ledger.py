@@ -121,8 +121,9 @@ class Ledger:
         step = step_of(line)
         with self._lock:
             entry = self._entries.get(stage)
-            if step and entry is not None:
+            if step and entry is not None and entry.status is Status.BUILDING:
                 entry.step = step
+                # a step another build of the solve tells after this one ended is no start
                 entry.began = entry.began or time.monotonic()
             watchers = list(self._watchers)
         for watcher in watchers:

@@ -122,7 +122,7 @@ def document(ledger: Ledger, timeline: Timeline, title: str, now: float) -> dict
                     args | ({"critical_path": True} if stage in chain else {}))  # fmt: skip
         # the parents still building when it was asked for; none: BuildKit readies its solve
         waited = [p for p in ledger.parents.get(stage, ()) if ended.get(p, 0) > entry.started]
-        first = entry.began or ended[stage]
+        first = min(entry.began or ended[stage], ended[stage])
         if first > entry.started:
             why = f"waiting for {', '.join(waited)}" if waited else "starting"
             events.span(tid, "wait", Span(why, entry.started, first))
@@ -189,6 +189,11 @@ class _Events:
     def meta(self, name: str, tid: int, value: str) -> None:
         self.list.append({"ph": "M", "pid": 1, "tid": tid, "name": name, "args": {"name": value}})
 
+    def _us(self, moment: float) -> int:
+        """Microseconds since the origin: a span's end is its rounded end, so that spans
+        nested in time stay nested after rounding."""
+        return round((moment - self.origin) * 1e6)
+
     def track(self, name: str) -> int:
         if name not in self._tracks:
             tid = self._tracks[name] = len(self._tracks) + 1
@@ -203,7 +208,7 @@ class _Events:
         start, end = span.start, span.end
         event: dict[str, Any] = {
             "ph": "X", "pid": 1, "tid": tid, "name": span.name, "cat": cat,
-            "ts": round((start - self.origin) * 1e6), "dur": round(max(end - start, 0) * 1e6),
+            "ts": self._us(start), "dur": max(self._us(end) - self._us(start), 0),
         }  # fmt: skip
         if args:
             event["args"] = dict(args)

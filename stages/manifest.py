@@ -46,8 +46,12 @@ STAGE = Stage(
         ("links",),
     ),
     recipe="manifest.Dockerfile.j2",
-    files=("rocmgraph/inimage/manifest.py", "rocmgraph/inimage/smoke.py"),
+    files=(
+        "rocmgraph/inimage/manifest.py",
+        "rocmgraph/inimage/smoke.py",
+        "rocmgraph/inimage/sbom.py",
+    ),
     arch_dependent=True,
-    fetches=(Fetch.PROVENANCE,),
+    fetches=(Fetch.PROVENANCE, Fetch.SBOM),
     variables=(("commit_tag", "DEV"),),
 )

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from conftest import need
 from demo_e2e import built, copy_of_demo, docker, nothing_to_build, unbuilt_max_jobs
 from test_faults import other_verl_commit
@@ -24,7 +25,7 @@ from rocmgraph.demo.machine import DOCKER, compile_cache, images, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT
 from rocmgraph.demo.serve import Registry
 from rocmgraph.outside.http import Http
-from rocmgraph.outside.registry import Client
+from rocmgraph.outside.registry import Client, Reference
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 GRAPH = stages.graph()
@@ -90,6 +91,7 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     friendly = f"{registry}/verl-e2e:gfx942"
     assert f"pushed verl-e2e:gfx942 to {friendly}" in second.stdout.splitlines()
     assert Client(Http(attempts=1)).has(friendly)
+    documents_are_beside_the_image(registry, friendly, second.stdout)
     final = str(plan["manifest"]["image"])
     # (The demo also made its upstream's base image there: the demo's, not the build's.)
     assert ours(machine_b) == {final, "verl-e2e:gfx942"}
@@ -103,6 +105,28 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     stages_on_b = {ref.split("/", 1)[1].split(":")[0] for ref in ours(machine_b) if "/" in ref}
     # Pulled: verl's parent, and assemble's other parents (the stages it copies from).
     assert stages_on_b == {"slim", *GRAPH["assemble"].parents, "assemble", "manifest"}
+
+
+def documents_are_beside_the_image(registry: str, friendly: str, said: str) -> None:
+    """push=1: the image's SBOM and provenance in its registry, under cosign's tags, the
+    provenance naming the pushed image by its digest."""
+    client = Client(Http(attempts=1))
+    digest = client.digest(friendly).removeprefix("sha256:")
+    for suffix, kind in (("sbom", "cyclonedx"), ("att", "in-toto")):
+        ref = f"{registry}/verl-e2e:sha256-{digest}.{suffix}"
+        assert f"pushed {ref}" in said.splitlines()
+        where = Reference.parse(ref).base_url
+        manifest = requests.get(
+            f"{where}/manifests/sha256-{digest}.{suffix}",
+            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}, timeout=10,
+        ).json()  # fmt: skip
+        assert manifest["artifactType"] == f"application/vnd.{kind}+json"
+        layer = manifest["layers"][0]["digest"]
+        blob = requests.get(f"{where}/blobs/{layer}", timeout=10).json()
+        if suffix == "att":
+            assert {"name": friendly, "digest": {"sha256": digest}} in blob["subject"]
+        else:
+            assert blob["metadata"]["component"]["name"] == "verl-e2e"
 
 
 def test_two_builders_split_the_stages_that_do_not_need_each_other(

@@ -98,3 +98,27 @@ def test_the_login_is_docker_login_s_and_none_without_one(tmp_path: Path) -> Non
     assert registry.login("registry.example.org", environ) == ("ci", "s3cret")
     assert registry.login("other.example.org", environ) is None
     assert registry.login("registry.example.org", {"DOCKER_CONFIG": str(tmp_path / "no")}) is None
+
+
+def test_a_document_is_attached_as_an_artifact_the_registry_keeps(tmp_path: Path) -> None:
+    need("docker-registry")
+    client = registry.Client(Http(attempts=1))
+    sbom = b'{"bomFormat": "CycloneDX", "specVersion": "1.6"}'
+    with Registry(tmp_path / "registry") as reg:
+        target = f"{reg.host}/verl-demo:sha256-{'ab' * 32}.sbom"
+        named = {"org.opencontainers.image.ref.name": "verl-demo:gfx942"}
+        digest = client.attach(target, "application/vnd.cyclonedx+json", sbom, named)
+        assert client.digest(target) == digest  # the tag names the manifest pushed
+        manifest = requests.get(
+            f"http://{reg.host}/v2/verl-demo/manifests/sha256-{'ab' * 32}.sbom",
+            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}, timeout=10,
+        ).json()  # fmt: skip
+        assert manifest["artifactType"] == "application/vnd.cyclonedx+json"
+        assert manifest["annotations"] == named
+        (layer,) = manifest["layers"]
+        assert layer["digest"] == "sha256:" + hashlib.sha256(sbom).hexdigest()
+        blob = requests.get(f"http://{reg.host}/v2/verl-demo/blobs/{layer['digest']}", timeout=10)
+        assert blob.content == sbom
+        # Again: the blobs are there already, and the tag moves to the same manifest.
+        again = client.attach(target, "application/vnd.cyclonedx+json", sbom, named)
+        assert again == digest

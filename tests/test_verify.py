@@ -48,8 +48,8 @@ def test_the_image_the_pins_built_verifies_and_a_changed_one_does_not(tmp_path: 
     assert world.build().returncode == 0
     code, lines, _ = verify(world, "verl-e2e:gfx942")
     assert (code, lines) == (0, [
-        f"verl-e2e:gfx942 is what {world.pins} describes: 15 stage keys, its content, and "
-        "every pinned version"
+        f"verl-e2e:gfx942 is what {world.pins} describes: 15 stage keys, its content, every "
+        "pinned version, and its SBOM"
     ])  # fmt: skip
 
     # A file added after the build (docker commit), the image retagged: its labels still

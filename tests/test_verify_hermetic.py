@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_doit
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
 from demo_e2e import (
     E2E,
     copy_of_demo,
@@ -25,6 +27,7 @@ from demo_e2e import (
     manifest_file,
     nothing_to_build,
 )
+from test_slsa import VALIDATOR
 
 import stages
 from rocmgraph.build import progress, records
@@ -41,6 +44,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("e2e")]
 def test_closures_are_locked_then_a_cold_build_needs_no_network_and_gives_the_same_files(
     tmp_path: Path,
 ) -> None:
+    empty_namespace("verl-sealed")  # none left by a run of it that failed before its end
     world = copy_of_demo(tmp_path, name="verl-sealed")  # images of its own: removed at the end
     world.hermetic = True  # as users build: hermetic=1 unless said
     opened = keys_of(world)  # no closure locked: every stage's key is of a build with the network
@@ -189,10 +193,10 @@ def a_cold_build_with_no_index_and_no_network(
         assert engine.labels(ref)["org.verl-rocm-graph.hermetic"] == "true", name
         open_ref = f"verl-sealed/{name}:{opened[name]}"
         differences = filetree.compare(engine.files(open_ref), engine.files(ref))
-        # but the manifest's build.json, which names each stage's key and closure
-        assert [d.path for d in differences] == (
-            ["/workspace/.manifest/build.json"] if name == "manifest" else []
-        ), name
+        # but the manifest's build.json, which names each stage's key and closure, and its
+        # SBOM, which traces each file a closure holds to it (built open: untraced)
+        manifest = ["/workspace/.manifest/build.json", "/workspace/.manifest/sbom.cdx.json"]
+        assert [d.path for d in differences] == (manifest if name == "manifest" else []), name
     provenance = json.loads(manifest_file("verl-sealed:gfx942", "build.json"))
     path = tmp_path / "pins.lock.toml"
     lock = closure.load(path)
@@ -335,9 +339,91 @@ def test_the_main_job_builds_the_demo_in_one_command(tmp_path: Path) -> None:
         assert {entry["network"] for entry in report["stages"].values()} == {"off"}
         assert len(closure.load(tmp_path / "pins.lock.toml").closures) == 15
         assert nothing_to_build(world.build(), "verl-onecmd:gfx942")
+        the_image_carries_an_sbom_of_what_it_holds(world, tmp_path)
+        its_provenance_names_every_locked_input(world, tmp_path)
         the_trace_of_the_build_agrees_with_the_plan(world, tmp_path / ".build" / "trace.json")
     finally:
         empty_namespace("verl-onecmd")
+
+
+def the_image_carries_an_sbom_of_what_it_holds(world: E2E, tmp_path: Path) -> None:
+    """The SBOM in the image's manifest folder: valid CycloneDX, a component per package its
+    manifest lists, each traced (a wheel, a source, a closure, the base image), the same file
+    beside the run's record; `verify image=` passes it, and catches it edited after."""
+    image = "verl-onecmd:gfx942"
+    text = docker("run", "--rm", "--entrypoint", "cat", image, "/workspace/.manifest/sbom.cdx.json")
+    assert (tmp_path / ".build" / "sbom.cdx.json").read_text() == text
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    components = json.loads(text)["components"]
+    pypi = {(c["name"], c["version"]) for c in components if c["purl"].startswith("pkg:pypi/")}
+    debs = {(c["name"], c["version"]) for c in components if c["purl"].startswith("pkg:deb/")}
+    assert pypi == python_list(manifest_file(image, "requirements.txt"))  # one for one
+    assert debs == dpkg_list(manifest_file(image, "dpkg-list.txt"))
+    origins = {
+        next(p["value"] for p in c["properties"] if p["name"] == "verl-rocm-graph:origin")
+        for c in components
+    }
+    kinds = {origin.split(" ", 1)[0] for origin in origins}
+    assert kinds == {"wheel", "source", "closure", "base"}, origins  # nothing untraced
+    where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
+    checked = run_doit("verify", *where, f"image={image}")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # An SBOM edited after the build: a component's version changed in a layer on top.
+    edit = (
+        "import json; p = '/workspace/.manifest/sbom.cdx.json'; d = json.load(open(p)); "
+        "c = next(c for c in d['components'] if c['name'] == 'megatron-core'); "
+        "c['version'] = '9.9.9'; json.dump(d, open(p, 'w'))"
+    )
+    dockerfile = tmp_path / "edited" / "Dockerfile"
+    dockerfile.parent.mkdir()
+    dockerfile.write_text(f'FROM {image}\nRUN python3 -c "{edit}"\n')
+    docker("build", "--network=host", "-t", "verl-onecmd:edited", str(dockerfile.parent))
+    caught = run_doit("verify", *where, "image=verl-onecmd:edited")
+    assert caught.returncode == 1, caught.stdout + caught.stderr
+    megatron = next(c for c in components if c["name"] == "megatron-core")
+    said = f"closure of verl, {megatron['hashes'][0]['content'][:12]}"
+    assert [line for line in caught.stdout.splitlines() if line.startswith("sbom ")] == [
+        f"sbom pypi:megatron-core@0.18.0: differs: the pins say 0.18.0 ({said}), "
+        f"the image has 9.9.9 ({said})"
+    ]
+
+
+def its_provenance_names_every_locked_input(world: E2E, tmp_path: Path) -> None:
+    """The run's SLSA provenance: valid against the schema, of the image's id, with every
+    stage's key, every closure's file by sha256, and the stages the run built."""
+    document = json.loads((tmp_path / ".build" / "provenance.intoto.json").read_text())
+    assert list(VALIDATOR.iter_errors(document)) == []
+    image = docker("image", "inspect", "--format", "{{.Id}}", "verl-onecmd:gfx942").strip()
+    assert document["subject"] == [
+        {"name": "verl-onecmd:gfx942", "digest": {"sha256": image.removeprefix("sha256:")}}
+    ]
+    predicate = document["predicate"]
+    keys = {name: str(stage["key"]) for name, stage in world.plan().items()}
+    assert predicate["buildDefinition"]["internalParameters"]["stages"] == keys
+    locked = {
+        item.sha256
+        for entry in closure.load(tmp_path / "pins.lock.toml").closures.values()
+        for item in entry.files
+    }
+    listed = {
+        d["digest"]["sha256"]
+        for d in predicate["buildDefinition"]["resolvedDependencies"]
+        if "sha256" in d.get("digest", {})
+    }
+    assert locked
+    assert locked <= listed
+    built = [b["name"] for b in predicate["runDetails"]["byproducts"]]
+    assert built == [f"stage {name}" for name in keys]  # the first build built them all
+
+
+def python_list(text: str) -> set[tuple[str, str]]:
+    rows = [line.split() for line in text.splitlines()[2:]]
+    return {(row[0], row[1]) for row in rows if len(row) >= 2}
+
+
+def dpkg_list(text: str) -> set[tuple[str, str]]:
+    rows = [line.split() for line in text.splitlines() if line.startswith("ii ")]
+    return {(row[1].split(":")[0], row[2]) for row in rows}
 
 
 def the_trace_of_the_build_agrees_with_the_plan(world: E2E, path: Path) -> None:
@@ -354,7 +440,9 @@ def the_trace_of_the_build_agrees_with_the_plan(world: E2E, path: Path) -> None:
     for stage in stages.values():
         end = stage["ts"] + stage["dur"]
         mine = [s for s in steps if s["tid"] == stage["tid"] and stage["ts"] <= s["ts"] < end]
-        assert mine, stage  # every stage has a step of its own
+        lane = [(e["name"], e.get("ts"), e.get("dur")) for e in events
+                if e.get("tid") == stage["tid"]]  # fmt: skip
+        assert mine, (stage, lane)  # every stage has a step of its own
         assert all(s["ts"] + s["dur"] <= end for s in mine), stage
     assert "exporting to image" in {s["name"] for s in steps}
     waits = {e["name"] for e in events if e["ph"] == "X" and e["cat"] == "wait"}

@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from rocmgraph.build import provenance
+from rocmgraph.build import provenance, sbomfacts
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import FetchError, GraphToolError, LockError
 from rocmgraph.common.fsutil import git_modes, link_tree
@@ -101,6 +101,8 @@ def _fill(run: Run, outside: Outside, name: str, dest: Path) -> None:
     if Fetch.PROVENANCE in stage.fetches:
         record = provenance.build_json(run, name)
         (dest / "build.json").write_text(record, encoding="utf-8")
+    if Fetch.SBOM in stage.fetches:
+        sbomfacts.write(run, dest)
 
 
 def _source(run: Run, outside: Outside, name: str, tree: Path) -> None:

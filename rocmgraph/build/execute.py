@@ -16,10 +16,12 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 from rocmgraph.build import compilecache, records, trace, turns
 from rocmgraph.build.ledger import Entry, Status
@@ -27,7 +29,7 @@ from rocmgraph.build.session import Session
 from rocmgraph.common import failpoints
 from rocmgraph.common.engine import BuildJob, Engine
 from rocmgraph.common.errors import BuildFailed, CacheError, EngineError, GraphToolError
-from rocmgraph.common.fsutil import owned
+from rocmgraph.common.fsutil import atomic_write_text, owned
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import imageconfig, solve
 from rocmgraph.graph.dag import dropped_env
@@ -742,6 +744,79 @@ def labels(run: Run, name: str) -> dict[str, str]:
             }
         )
     return found
+
+
+SBOM = "sbom.cdx.json"  # the image's SBOM, in its manifest folder (rocmgraph/inimage/sbom.py)
+
+
+def keep_sbom(run: Run, outside: Outside, image: str) -> Path | None:
+    """The SBOM ``image`` holds, copied beside the run's record (.build/sbom.cdx.json), for
+    a scanner that reads files; None when the image has none (built before it had one)."""
+    try:
+        text = outside.docker.read(image, f"{run.pins.manifest}/{SBOM}")
+    except GraphToolError:
+        return None
+    path = run.state_dir / SBOM
+    atomic_write_text(path, text)
+    return path
+
+
+PROVENANCE = "provenance.intoto.json"  # the run's SLSA provenance, beside its record
+
+
+def keep_provenance(
+    run: Run, engine: Engine, session: Session, image: str, pushed: str = ""
+) -> Path:
+    """The SLSA provenance of ``image`` (by its id; and ``pushed``, ``<ref>@sha256:...``,
+    the copy a registry holds) as this run built it, beside the run's record
+    (.build/provenance.intoto.json): every locked input, the stage keys, and the stages
+    this run built, with their builders and times."""
+    # startup: provenance only for a run that tags an image
+    from rocmgraph.build import slsa
+    from rocmgraph.common.fsutil import sha256_file
+
+    now, clock = datetime.now(UTC), time.monotonic()
+
+    def wall(moment: float) -> datetime:  # the ledger's monotonic times, on the clock
+        return now - timedelta(seconds=clock - moment)
+
+    built = [
+        slsa.StageRun(name, run.keys[name].key, entry.builder or "", wall(entry.started),
+                      wall(entry.ended or clock), str(entry.status))
+        for name, entry in session.ledger.entries().items()
+        if entry.status is Status.BUILT and entry.started
+    ]  # fmt: skip
+    document = slsa.statement(
+        run, image, engine.image_id(image) or "", built,
+        pins_sha256=sha256_file(Path(run.options.pins)), invocation=str(uuid.uuid4()),
+    )  # fmt: skip
+    if pushed:
+        name, _, digest = pushed.partition("@sha256:")
+        subjects = cast(list[dict[str, object]], document["subject"])  # as slsa makes it
+        subjects.append({"name": name, "digest": {"sha256": digest}})
+    path = run.state_dir / PROVENANCE
+    slsa.write(path, document)
+    return path
+
+
+def attach(run: Run, outside: Outside, pushed: str, documents: Mapping[str, Path]) -> list[str]:
+    """The image's SBOM and provenance beside ``pushed`` (``<ref>@sha256:...``) in its
+    registry, under the tags cosign's convention gives them (``sha256-<hex>.sbom``,
+    ``.att``); the refs they were pushed to."""
+    ref, _, digest = pushed.partition("@sha256:")
+    repository = ref.rsplit(":", 1)[0] if ":" in ref.rsplit("/", 1)[-1] else ref
+    refs = []
+    for suffix, path in documents.items():
+        target = f"{repository}:sha256-{digest}.{suffix}"
+        outside.cache_registry.attach(
+            target, _MEDIA[suffix], path.read_bytes(),
+            {"org.opencontainers.image.ref.name": pushed},
+        )  # fmt: skip
+        refs.append(target)
+    return refs
+
+
+_MEDIA = {"sbom": "application/vnd.cyclonedx+json", "att": "application/vnd.in-toto+json"}
 
 
 def tag_final(run: Run, engine: Engine, outside: Outside, session: Session) -> str:

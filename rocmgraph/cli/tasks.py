@@ -713,6 +713,16 @@ class Tasks:
         self._watch(run, outside)
         alias = execute.tag_final(run, outside.engine, outside, self.session)
         self.session.console.say(f"tagged {alias} = {run.ref(run.graph.final)}")
+        sbom = execute.keep_sbom(run, outside, alias)
+        if options.push and run.cache:  # beside the image the registry holds, as cosign has it
+            shared = f"{run.cache}/{alias}"
+            pushed = f"{shared}@{outside.cache_registry.digest(shared)}"
+            provenance = execute.keep_provenance(run, outside.engine, self.session, alias, pushed)
+            documents = {"att": provenance, **({"sbom": sbom} if sbom else {})}
+            for ref in execute.attach(run, outside, pushed, documents):
+                self.session.console.say(f"pushed {ref}")
+        else:
+            execute.keep_provenance(run, outside.engine, self.session, alias)
         self.session.ledger.final = _final(run)
         sealed = all(run.sealed(name) is not None for name in run.graph.order)
         self.session.ledger.write(run.state_dir / "run.json", run.cache, sealed)

@@ -11,19 +11,24 @@ Anything else came from the network unrecorded: a row, and exit 1.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.utils import canonicalize_name as normal
 
 from rocmgraph.build.provenance import installed
-from rocmgraph.common.errors import LockError, VerifyError
+from rocmgraph.common.errors import GraphToolError, LockError, VerifyError
 from rocmgraph.config.pins import Pins
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.closure import Closure
 from rocmgraph.graph.invocation import Run
 
+SBOM = "sbom.cdx.json"  # in the manifest folder (rocmgraph/inimage/sbom.py)
+ORIGIN = "verl-rocm-graph:origin"  # a component's property: what traces it
 KEY_PREFIX = "org.verl-rocm-graph.key."  # the final image's label of each stage's key
 
 # `dpkg -l`: "ii  gcc-12:amd64  12.2.0-14  amd64  GNU C compiler" (installed, status ii).
@@ -126,6 +131,12 @@ def audit_image(run: Run, outside: Outside, image: str) -> Traced:
         if (found := run.lock.get(stage, opened.get(key, key))) is not None
     ]  # fmt: skip
     manifest = run.pins.manifest
+    with contextlib.suppress(GraphToolError, json.JSONDecodeError):  # none: traced here
+        said = from_sbom(json.loads(engine.read(image, f"{manifest}/{SBOM}")))
+        # what it left untraced, a closure locked since (for a key with the network) traces
+        later = trace(said.untraced, set(), closures, run.pins)
+        return Traced(said.by_base, said.by_closure + later.by_closure,
+                      said.by_pin + later.by_pin, later.untraced)  # fmt: skip
     held = python_packages(engine.read(image, f"{manifest}/requirements.txt"))
     held |= apt_packages(engine.read(image, f"{manifest}/dpkg-list.txt"))
     base_ref = run.pins.base.image + (f"@{run.pins.base.digest}" if run.pins.base.digest else "")
@@ -135,6 +146,28 @@ def audit_image(run: Run, outside: Outside, image: str) -> Traced:
     )
     base = python_packages(listed) | apt_status(engine.read(base_ref, "/var/lib/dpkg/status"))
     return trace(held, base, closures, run.pins)
+
+
+def from_sbom(document: Mapping[str, Any]) -> Traced:
+    """What the image's own SBOM says traces each package it holds (its origin property:
+    the base image, a closure, a source or a wheel; or untraced). `doit verify image=`
+    checks that SBOM against the pins and the image's lists."""
+    counts = {"base": 0, "closure": 0, "pin": 0}
+    untraced = []
+    for component in document.get("components", []):
+        origin = next((p["value"] for p in component.get("properties", [])
+                       if p.get("name") == ORIGIN), "untraced")  # fmt: skip
+        kind = "python" if component.get("purl", "").startswith("pkg:pypi/") else "apt"
+        name = normal(component["name"]) if kind == "python" else component["name"]
+        if origin.startswith("base image "):
+            counts["base"] += 1
+        elif origin.startswith("closure of "):
+            counts["closure"] += 1
+        elif origin in ("source", "wheel"):
+            counts["pin"] += 1
+        else:
+            untraced.append(Package(kind, name, component.get("version", "")))
+    return Traced(counts["base"], counts["closure"], counts["pin"], tuple(sorted(untraced)))
 
 
 def as_text(image: str, traced: Traced) -> str:

@@ -12,6 +12,8 @@ What a CI job that runs in a published image asks before it trusts it:
   say, changes);
 - **manifest**: every Python package the pins name by version, and every pinned
   source's version, against what the image's manifest says pip installed.
+- **sbom**: the SBOM the image holds against the one its manifest's lists and the pins'
+  facts make (docs/sbom.md): a component edited after the build is a row.
 
 One row per difference; exit 1 if there is any, 2 if the content could not be
 compared (no build of the key here, and no cache that has it).
@@ -23,13 +25,18 @@ of its key file by file (path, type, mode, owner, size, sha256; not timestamps).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from rocmgraph.build import execute
+from rocmgraph.build import execute, sbomfacts
 from rocmgraph.build.provenance import installed
 from rocmgraph.build.session import Session
 from rocmgraph.common import filetree
@@ -63,7 +70,7 @@ def check(run: Run, outside: Outside, image: str) -> list[Row]:
         )
     labels = engine.labels(image)
     rows = [*_keys(run, labels), *_content(run, outside, engine, image)]
-    return rows + _manifest(run, engine, image)
+    return rows + _manifest(run, engine, image) + _sbom(run, engine, image)
 
 
 def _keys(run: Run, labels: dict[str, str]) -> list[Row]:
@@ -118,6 +125,58 @@ def _manifest(run: Run, engine: DockerEngine, image: str) -> list[Row]:
     return rows
 
 
+def _sbom(run: Run, engine: DockerEngine, image: str) -> list[Row]:
+    """The image's SBOM against the one its manifest's lists and the pins' facts make: a
+    component added, dropped or changed after the build is a row, named by its bom-ref."""
+    # startup: the SBOM library only for a verify that reads one
+    from cyclonedx.output.json import JsonV1Dot6
+
+    from rocmgraph.inimage import sbom  # startup: with the library it imports
+
+    folder = run.pins.manifest
+    try:
+        found = json.loads(engine.read(image, f"{folder}/{sbom.SBOM}"))
+    except (GraphToolError, json.JSONDecodeError) as exc:
+        return [Row("sbom", f"{folder}/{sbom.SBOM}", f"none that can be read ({exc})")]
+    with tempfile.TemporaryDirectory() as scratch:
+        lists = Path(scratch)
+        (lists / "base").mkdir()
+        for name in LISTS:  # what the image's manifest says it holds, as the SBOM was made of
+            with contextlib.suppress(GraphToolError):  # no dpkg: no list
+                (lists / name).write_text(engine.read(image, f"{folder}/{name}"))
+        os_release = engine.read(image, "/etc/os-release")
+        made = sbom.bom(lists, sbomfacts.facts(run), os_release)
+    expected = json.loads(JsonV1Dot6(made).output_as_string())
+    return _components(expected, found)
+
+
+LISTS = ("requirements.txt", "dpkg-list.txt", "base/requirements.txt", "base/dpkg-list.txt")
+
+
+def _components(expected: dict[str, Any], found: dict[str, Any]) -> list[Row]:
+    """Each component that differs between two SBOMs, by bom-ref; then the rest."""
+    want = {c["bom-ref"]: c for c in expected.get("components", [])}
+    have = {c.get("bom-ref", ""): c for c in found.get("components", [])}
+    rows = []
+    for ref in sorted(want.keys() | have.keys()):
+        if want.get(ref) != have.get(ref):
+            rows.append(Row(f"sbom {ref}", _said(want.get(ref)), _said(have.get(ref))))
+    rest = {k: v for k, v in expected.items() if k != "components"}
+    if not rows and rest != {k: v for k, v in found.items() if k != "components"}:
+        rows.append(Row("sbom", "the document its lists make", "another (edited after its build)"))
+    return rows
+
+
+def _said(component: dict[str, Any] | None) -> str:
+    """A component in a few words: its version, origin and hashes."""
+    if component is None:
+        return "none"
+    origin = next((p["value"] for p in component.get("properties", [])
+                   if p.get("name") == "verl-rocm-graph:origin"), "?")  # fmt: skip
+    hashes = ",".join(h.get("content", "")[:12] for h in component.get("hashes", []))
+    return f"{component.get('version')} ({origin}{', ' + hashes if hashes else ''})"
+
+
 def _same_release(found: str, pinned: str) -> bool:
     """The versions by PEP 440, public parts (2.12.0+rocm7.14 is 2.12.0; 1.14.0 is 1.14):
     as pip installs a pin, and as the image's smoke check compared them."""
@@ -131,7 +190,7 @@ def as_text(image: str, run: Run, rows: list[Row]) -> str:
     if not rows:
         return (
             f"{image} is what {run.options.pins} describes: {len(run.graph.order)} stage keys, "
-            "its content, and every pinned version"
+            "its content, every pinned version, and its SBOM"
         )
     return "\n".join(row.text() for row in rows)
 

@@ -26,6 +26,7 @@ class Fetch(StrEnum):
     ROCM_KEY = "rocm_key"  # ROCm's apt key, by sha256
     BASE_KEYS = "base_keys"  # the keys of the base's apt repositories, by sha256
     PROVENANCE = "provenance"  # build.json, for the manifest
+    SBOM = "sbom"  # sbom-facts.json and the library that writes the SBOM, for the manifest
 
     @property
     def pins(self) -> tuple[PinPath, ...]:
@@ -38,6 +39,7 @@ _FETCHED_BY: Mapping[Fetch, tuple[PinPath, ...]] = {
     Fetch.ROCM_KEY: (("rocm", "key_sha256"), ("rocm", "packages")),  # and what apt installs
     Fetch.BASE_KEYS: (("base", "repos"),),
     Fetch.PROVENANCE: (),
+    Fetch.SBOM: (),  # the facts are of its ancestors' pins: their keys are in its own
 }
 
 

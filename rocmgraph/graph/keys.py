@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import rocmgraph
+from rocmgraph.common import sbomlib
 from rocmgraph.common.errors import GraphError, PinsError
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config import kinds
@@ -193,6 +194,8 @@ def _extras(stage: Stage, pins: Pins) -> dict[str, Json] | None:
         found["drop_env"] = list(dropped_env(stage, pins))
     if Fetch.PROVENANCE in stage.fetches:  # build.json names the tool that wrote it
         found["tool"] = rocmgraph.__version__
+    if Fetch.SBOM in stage.fetches:  # the library that writes the SBOM, mounted in its step
+        found["sbom_library"] = dict[str, Json](sbomlib.versions())
     return found or None
 
 

@@ -64,6 +64,21 @@ class Http:
 
         return self._with_retries(url, once)
 
+    def send(
+        self, method: str, url: str, headers: dict[str, str], data: bytes = b""
+    ) -> requests.Response:
+        """A POST or PUT's whole response (4xx included): what a registry push sends."""
+
+        def once() -> requests.Response:
+            response = self.session.request(
+                method, url, headers=headers, data=data, timeout=self.timeout
+            )
+            if response.status_code >= 500:
+                raise _Status(response.status_code)
+            return response
+
+        return self._with_retries(url, once, method)
+
     def download(self, url: str, dest: Path) -> str:
         """Stream ``url`` into ``dest``; return the sha256 of what arrived."""
 
@@ -84,7 +99,7 @@ class Http:
             raise _Status(response.status_code)
         return response
 
-    def _with_retries(self, url: str, once: Callable[[], T]) -> T:
+    def _with_retries(self, url: str, once: Callable[[], T], method: str = "GET") -> T:
         # startup: requests (about 0.1 s) only for a run that fetches
         import requests
 
@@ -93,14 +108,14 @@ class Http:
                 return once()
             except _Status as status:
                 if status.code < 500 or attempt == self.attempts:
-                    raise FetchError(f"GET {url}: HTTP {status.code}") from None
+                    raise FetchError(f"{method} {url}: HTTP {status.code}") from None
                 problem = f"HTTP {status.code}"
             except requests.Timeout:
                 problem = f"no answer within {self.timeout:g} s"
             except requests.RequestException as exc:
                 problem = _describe(exc)
             if attempt == self.attempts:
-                raise FetchError(f"GET {url}: {problem} ({self.attempts} attempts)")
+                raise FetchError(f"{method} {url}: {problem} ({self.attempts} attempts)")
             self.sleep(self.backoff * 2 ** (attempt - 1))
         raise AssertionError("unreachable")
 

@@ -4,6 +4,7 @@ bump:base), and whether a stage image is there whole (the stage cache), without 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -25,6 +26,12 @@ _ACCEPT = ", ".join(
     ]
 )
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+_OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+_OCI_EMPTY = "application/vnd.oci.empty.v1+json"  # an artifact's configuration: "{}"
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,70 @@ class Client:
                 return False
         return True
 
+    def attach(
+        self, image: str, media_type: str, content: bytes, annotations: Mapping[str, str]
+    ) -> str:
+        """``content`` pushed as a one-layer OCI artifact tagged ``image`` (registry/name:tag),
+        as `cosign attach` stores an SBOM or an attestation beside an image; its digest. An
+        empty configuration, as OCI's artifact guidance has it: the registry needs no
+        referrers API (Debian's docker-registry has none)."""
+        ref = Reference.parse(image)
+        empty = b"{}"
+        for blob in (empty, content):
+            self._upload(ref, image, blob)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": _OCI_MANIFEST,
+            "artifactType": media_type,
+            "config": {"mediaType": _OCI_EMPTY, "digest": _sha256(empty), "size": len(empty)},
+            "layers": [{"mediaType": media_type, "digest": _sha256(content), "size": len(content)}],
+            "annotations": dict(annotations),
+        }
+        body = json.dumps(manifest, sort_keys=True).encode()
+        url = f"{ref.base_url}/manifests/{ref.tag}"
+        answer = self._ask(ref, "PUT", url, {"Content-Type": _OCI_MANIFEST}, body)
+        if answer.status_code not in (200, 201):
+            raise FetchError(
+                f"{image}: {ref.registry} refused the manifest (HTTP {answer.status_code})"
+            )
+        return _sha256(body)
+
+    def _upload(self, ref: Reference, image: str, blob: bytes) -> None:
+        """One blob, unless the registry has it: a POST opens the upload, a PUT ends it."""
+        digest = _sha256(blob)
+        if self._get(ref, f"{ref.base_url}/blobs/{digest}", {}, head=True).status_code == 200:
+            return
+        opened = self._ask(ref, "POST", f"{ref.base_url}/blobs/uploads/", {})
+        where = opened.headers.get("Location", "")
+        if opened.status_code != 202 or not where:
+            raise FetchError(
+                f"{image}: {ref.registry} opened no upload (HTTP {opened.status_code})"
+            )
+        if where.startswith("/"):
+            where = ref.base_url.split("/v2/", 1)[0] + where
+        url = f"{where}{'&' if '?' in where else '?'}digest={digest}"
+        headers = {"Content-Type": "application/octet-stream"}
+        ended = self._ask(ref, "PUT", url, headers, blob)
+        if ended.status_code != 201:
+            raise FetchError(
+                f"{image}: {ref.registry} refused blob {digest} (HTTP {ended.status_code})"
+            )
+
+    def _ask(
+        self, ref: Reference, method: str, url: str, headers: dict[str, str], data: bytes = b""
+    ) -> Any:
+        """A POST or PUT with the login the registry asks for (basic, or a token whose scope
+        its challenge names: push, for a push)."""
+        known = self._auth.get((ref.registry, ref.repository))
+        answer = self.http.send(
+            method, url, {**headers, **({"Authorization": known} if known else {})}, data
+        )
+        if answer.status_code != 401:
+            return answer
+        self._negotiate(ref, answer.headers.get("WWW-Authenticate", ""))
+        authorized = {**headers, "Authorization": self._auth[(ref.registry, ref.repository)]}
+        return self.http.send(method, url, authorized, data)
+
     def _get(self, ref: Reference, url: str, headers: dict[str, str], head: bool = False) -> Any:
         ask = self.http.head if head else self.http.get
         where = (ref.registry, ref.repository)
@@ -158,7 +229,11 @@ class Client:
         response = ask(url, {**headers, "Authorization": known} if known else headers)
         if response.status_code != 401:
             return response
-        challenge = response.headers.get("WWW-Authenticate", "")
+        self._negotiate(ref, response.headers.get("WWW-Authenticate", ""))
+        return ask(url, {**headers, "Authorization": self._auth[where]})
+
+    def _negotiate(self, ref: Reference, challenge: str) -> None:
+        """The login a 401's challenge asks for, kept for the repository."""
         user = login(ref.registry, self.environ)
         if challenge.lower().startswith("basic"):
             if user is None:
@@ -166,7 +241,7 @@ class Client:
                     f"{ref.registry} asks for a login; run `docker login {ref.registry}`"
                 )
             pair = base64.b64encode(":".join(user).encode()).decode()
-            self._auth[where] = f"Basic {pair}"
+            self._auth[(ref.registry, ref.repository)] = f"Basic {pair}"
         else:  # anonymous where no login is kept (Docker Hub's public images)
-            self._auth[where] = f"Bearer {_token(challenge, self.http, user)}"
-        return ask(url, {**headers, "Authorization": self._auth[where]})
+            token = _token(challenge, self.http, user)
+            self._auth[(ref.registry, ref.repository)] = f"Bearer {token}"

@@ -163,13 +163,13 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         {"compile_cache": "memcached://host:11211"},
         "compile_cache=memcached://host:11211: is not a storage ccache knows; write "
         "redis://<host>:6379, redis+unix:///<socket> or https://<host>/<path> (a password goes "
-        "on the command line: compile_cache=redis://:<password>@<host>)",
+        "in $VERL_GRAPH_COMPILE_CACHE: redis://:<password>@<host>)",
     ),
     "compile cache, its password not repeated": (
         {"compile_cache": "redis://:s3cret@cache:99999"},
         "compile_cache=redis://***@cache:99999: has no valid port; write redis://<host>:6379, "
-        "redis+unix:///<socket> or https://<host>/<path> (a password goes on the command line: "
-        "compile_cache=redis://:<password>@<host>)",
+        "redis+unix:///<socket> or https://<host>/<path> (a password goes in "
+        "$VERL_GRAPH_COMPILE_CACHE: redis://:<password>@<host>)",
     ),
     "progress": (
         {"progress": "tty"},
@@ -195,6 +195,23 @@ BAD_VARIABLES: dict[str, tuple[dict[str, str], str]] = {
         "format=svg, format=mermaid or format=dot",
     ),
 }
+
+
+def test_the_compile_cache_comes_from_the_environment_where_the_command_line_names_none() -> None:
+    secret = {variables.COMPILE_CACHE_ENV: "redis://:s3cret@cache:6379"}
+    assert tasks.resolve(Options(), secret).compile_cache == "redis://:s3cret@cache:6379"
+    given = Options(compile_cache="redis://other:6379")
+    assert tasks.resolve(given, secret).compile_cache == "redis://other:6379"  # the line wins
+    assert tasks.resolve(Options(), {}).compile_cache == ""
+    with pytest.raises(VariableError) as caught:
+        variables.Variables.checked(
+            {}, {variables.COMPILE_CACHE_ENV: "memcached://u:pw@host:11211"}
+        )
+    assert str(caught.value) == (
+        "VERL_GRAPH_COMPILE_CACHE=memcached://***@host:11211: is not a storage ccache knows; "
+        "write redis://<host>:6379, redis+unix:///<socket> or https://<host>/<path> (a password "
+        "goes in $VERL_GRAPH_COMPILE_CACHE: redis://:<password>@<host>)"
+    )
 
 
 @pytest.mark.parametrize("case", sorted(BAD_VARIABLES))

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from rocmgraph.build.ledger import Entry, Final, Status
 from rocmgraph.build.session import Session
 from rocmgraph.cli.doitdb import DOIT_DB, usable_doit_db
 from rocmgraph.cli.reporter import Reporter, guarded
-from rocmgraph.cli.variables import GRAPH_FORMATS, check_format
+from rocmgraph.cli.variables import COMPILE_CACHE_ENV, GRAPH_FORMATS, check_format
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import (
     Answer,
@@ -58,9 +59,12 @@ if TYPE_CHECKING:
 Task = dict[str, Any]
 
 
-def resolve(options: Options) -> Options:
+def resolve(options: Options, environ: Mapping[str, str] = os.environ) -> Options:
     """Fill what a profile implies: ``profile=demo`` brings its generated pins file (written
-    when first read, not here: making tasks writes nothing) and host networking."""
+    when first read, not here: making tasks writes nothing) and host networking; and the
+    compile cache ``$VERL_GRAPH_COMPILE_CACHE`` names, where the command line names none."""
+    compile_cache = options.compile_cache or environ.get(COMPILE_CACHE_ENV, "")
+    options = dataclasses.replace(options, compile_cache=compile_cache)
     if options.profile:
         pins = options.pins or str(demo_profile.pins_path(options.profile))
         return dataclasses.replace(options, pins=pins, network=options.network or "host")

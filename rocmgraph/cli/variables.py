@@ -4,6 +4,7 @@ doit keeps the values; this module reads them through its public ``get_var``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -17,6 +18,9 @@ from rocmgraph.config import kinds
 from rocmgraph.config.archs import parse_archs
 from rocmgraph.demo import profile as demo_profile
 
+# ccache's remote storage where compile_cache= names none: a URL with a password in it stays
+# off the command line (and out of `ps`), as CI passes a secret.
+COMPILE_CACHE_ENV = "VERL_GRAPH_COMPILE_CACHE"
 FORMATS = ("text", "json")  # the reports'
 GRAPH_FORMATS = ("svg", "mermaid", "dot")  # doit graph's
 PROFILES = ("", *demo_profile.PROFILES)  # "": the pins file's own (pins.toml by default)
@@ -229,12 +233,16 @@ class Variables:
     given: Mapping[str, str]
 
     @classmethod
-    def checked(cls, given: Mapping[str, str]) -> Variables:
+    def checked(
+        cls, given: Mapping[str, str], environ: Mapping[str, str] = os.environ
+    ) -> Variables:
         for name, value in sorted(given.items()):
             known = VARIABLES.get(name)
             if known is None:
                 raise VariableError(_unknown(name, value))
             known.check(name, value)
+        if environ.get(COMPILE_CACHE_ENV) and "compile_cache" not in given:
+            _compile_cache(COMPILE_CACHE_ENV, environ[COMPILE_CACHE_ENV])
         return cls(dict(given))
 
     def text(self, name: str, default: str = "") -> str:

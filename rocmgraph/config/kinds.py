@@ -508,7 +508,7 @@ COMPILE_CACHE = Kind(
     "compile cache",
     _compile_cache,
     "write redis://<host>:6379, redis+unix:///<socket> or https://<host>/<path> "
-    "(a password goes on the command line: compile_cache=redis://:<password>@<host>)",
+    "(a password goes in $VERL_GRAPH_COMPILE_CACHE: redis://:<password>@<host>)",
     optional=True,
 )
 

@@ -15,6 +15,7 @@ import pytest
 from conftest import PINS, ROOT, delete_toml, edit_toml
 
 import stages
+from rocmgraph.common import sbomlib
 from rocmgraph.config import kinds, pins
 from rocmgraph.config.pins import Leaf, format_path, is_under
 from rocmgraph.graph import keys, recipe
@@ -356,7 +357,7 @@ def test_what_reaches_an_image_besides_its_dockerfile_is_in_its_key(
     monkeypatch.setattr("rocmgraph.__version__", "9.9.9")
     assert {n for n, k in all_keys(REAL).items() if k != before[n]} == {"manifest"}
     inputs = keys.compute(GRAPH, REAL, REAL.build.archs)
-    assert inputs["manifest"].inputs.extras == {"tool": "9.9.9"}
+    assert inputs["manifest"].inputs.extras == {"tool": "9.9.9", "sbom_library": sbomlib.PINNED}
     assert inputs["vllm"].inputs.extras is None
 
 

@@ -378,7 +378,8 @@ def test_a_changed_variable_or_tool_version_is_a_reason() -> None:
     assert changes(now["manifest"].inputs, before["manifest"].inputs) == [
         "variable commit_tag changed: 'DEV' -> 'v1'"
     ]
-    older = dataclasses.replace(before["manifest"].inputs, extras={"tool": "0.0.9"})
+    extras = {**(before["manifest"].inputs.extras or {}), "tool": "0.0.9"}
+    older = dataclasses.replace(before["manifest"].inputs, extras=extras)
     assert changes(before["manifest"].inputs, older) == [
         f"input tool changed: '0.0.9' -> {rocmgraph.__version__!r}"
     ]

@@ -147,18 +147,20 @@ def test_the_time_left_is_the_longest_chain_of_what_remains() -> None:
 
 def test_after_an_interrupt_the_table_says_interrupted_and_not_started() -> None:
     ledger = Ledger()
-    ledger.know({"vllm": (), "assemble": ("vllm",)})
+    ledger.know({"vllm": (), "sglang": (), "assemble": ("vllm", "sglang")})
     ledger.record("base", Entry(Status.REUSED, key="7cc4f68c1d5b"))
     ledger.start("vllm", "1a2b3c4d5e6f", expected=None)
+    ledger.start("sglang", "a49104987a5d", expected=None)  # on BuildKit's own steps still
     ledger.start("assemble", "9024cb54b5aa", expected=None)
     ledger.saw("vllm", "#5 [2/3] RUN pip wheel ./.")
     ledger.interrupt()
-    ledger.record("vllm", Entry(Status.FAILED, 61.0))  # the stopped build ends, failed
-    ledger.record("assemble", Entry(Status.FAILED, 61.0))
+    for stage in ("vllm", "sglang", "assemble"):  # the stopped builds end, failed
+        ledger.record(stage, Entry(Status.FAILED, 61.0))
     assert summary(ledger, {}, lambda ref: None) == [
         "stage     status       time        size  builder",
         "base      reused       -           -     -",
         "vllm      interrupted  1 min 01 s  -     -",
+        "sglang    interrupted  1 min 01 s  -     -",
         "assemble  not started  -           -     -",
     ]
 

@@ -5,6 +5,7 @@ by the CycloneDX library's own validator. (The SBOM of a real build: test_verify
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 import stages
 from rocmgraph.build import execute, sbomfacts
 from rocmgraph.commands import imageaudit
+from rocmgraph.common import sbomlib
 from rocmgraph.common.fsutil import sha256_file
 from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.inimage import sbom
@@ -163,3 +165,10 @@ def test_audit_reads_the_origins_the_sbom_gives(tmp_path: Path) -> None:
     assert traced.untraced == (imageaudit.Package("python", "leftover", "1.0"),)
     # The names the host reads the image's SBOM by are the ones the image writes it with.
     assert (imageaudit.SBOM, imageaudit.ORIGIN, execute.SBOM) == (sbom.SBOM, sbom.ORIGIN, sbom.SBOM)
+
+
+def test_the_library_is_pinned_where_the_key_reads_it_and_where_pip_installs_it() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pinned = dict(line.split("==", 1) for line in project if "==" in line)
+    assert {name: pinned[name] for name in sbomlib.PINNED} == sbomlib.PINNED
+    sbomlib.check_installed()  # this environment is the pinned one: nothing raised

@@ -145,8 +145,8 @@ class Ledger:
                     # a build begun again waits for its first step anew
                     began=entry.began or (0.0 if entry.status is Status.BUILDING else known.began),
                 )
-            if self._interrupted and entry.status in (Status.BUILDING, Status.FAILED):
-                entry.status = _stopped(entry)  # the interrupt failed it, not its own step
+            if self._interrupted and known is not None and known.status in _STOPPED:
+                entry.status = known.status  # the interrupt failed it, not its own step
             if entry.started and entry.status is not Status.BUILDING:
                 entry.ended = entry.ended or time.monotonic()
             self._entries[stage] = entry
@@ -155,28 +155,32 @@ class Ledger:
             watcher.changed(stage, dataclasses.replace(entry))
 
     def interrupt(self) -> None:
-        """Ctrl-C or SIGTERM stopped the run: each stage building is interrupted (its build
-        had begun) or not started (it waited for its parents), and so is each that fails
-        from now on, as the stopped builds end."""
+        """Ctrl-C or SIGTERM stopped the run: each stage building is not started if it still
+        waited for its parents, else interrupted (its build was under way, BuildKit's own
+        steps too); and it stays so as the stopped builds end, failed."""
         with self._lock:
             self._interrupted = True
             now = time.monotonic()
-            for entry in self._entries.values():
+            waiting = {stage for stage in self._entries if self._waits(stage)}
+            for stage, entry in self._entries.items():
                 if entry.status is Status.BUILDING:
-                    entry.status, entry.ended = _stopped(entry), now
+                    stopped = Status.NOT_STARTED if stage in waiting else Status.INTERRUPTED
+                    entry.status, entry.ended = stopped, now
 
     def waiting_for(self, stage: str) -> tuple[str, ...]:
         """The parents of ``stage`` still building, while it has begun no step of its own."""
         with self._lock:
-            entry = self._entries.get(stage)
-            if entry is None or entry.status is not Status.BUILDING or entry.began:
-                return ()
-            return tuple(
-                parent
-                for parent in self.parents.get(stage, ())
-                if (known := self._entries.get(parent)) is not None
-                and known.status is Status.BUILDING
-            )
+            return self._waits(stage)
+
+    def _waits(self, stage: str) -> tuple[str, ...]:
+        entry = self._entries.get(stage)
+        if entry is None or entry.status is not Status.BUILDING or entry.began:
+            return ()
+        return tuple(
+            parent
+            for parent in self.parents.get(stage, ())
+            if (known := self._entries.get(parent)) is not None and known.status is Status.BUILDING
+        )
 
     def shared(self, stage: str, pushed: bool) -> None:
         with self._lock:
@@ -221,10 +225,6 @@ class Ledger:
 
 
 _STOPPED = (Status.INTERRUPTED, Status.NOT_STARTED)
-
-
-def _stopped(entry: Entry) -> Status:
-    return Status.INTERRUPTED if entry.began else Status.NOT_STARTED
 
 
 _REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key", "network"}

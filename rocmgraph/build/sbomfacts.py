@@ -85,9 +85,10 @@ def _patch(path: str) -> Json:
 def write(run: Run, dest: Path) -> None:
     """The facts, and the library that writes the SBOM from them (its files, as this tool's
     environment has them), into the context ``dest`` of the manifest stage."""
+    sbomlib.check_installed()
     (dest / FACTS).write_text(json.dumps(facts(run), indent=1, sort_keys=True) + "\n")
     folder = dest / LIBRARY_DIR
-    for name in sbomlib.DISTRIBUTIONS:
+    for name in sbomlib.PINNED:
         for file in metadata.files(name) or ():
             if (
                 ".dist-info" in file.parts[0]

@@ -195,7 +195,7 @@ def _extras(stage: Stage, pins: Pins) -> dict[str, Json] | None:
     if Fetch.PROVENANCE in stage.fetches:  # build.json names the tool that wrote it
         found["tool"] = rocmgraph.__version__
     if Fetch.SBOM in stage.fetches:  # the library that writes the SBOM, mounted in its step
-        found["sbom_library"] = dict[str, Json](sbomlib.versions())
+        found["sbom_library"] = dict[str, Json](sbomlib.PINNED)
     return found or None
 
 

@@ -18,6 +18,7 @@ from demo_e2e import (
     copy_of_demo,
     docker,
     empty_namespace,
+    manifest_file,
     prepare,
     run_in,
     shell,
@@ -26,6 +27,7 @@ from demo_e2e import (
 )
 
 import stages
+from rocmgraph.config.pins import load as load_pins
 from rocmgraph.inimage import prune
 
 pytestmark = pytest.mark.docker
@@ -61,6 +63,15 @@ def test_a_cold_build_of_the_702_pipeline_passes_its_smoke_check(tmp_path: Path)
     assert {prune.arch_of(path) for path in kernels} == {"gfx942"}
     config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", image))
     assert (config["Cmd"], config["WorkingDir"]) == (["/bin/bash"], "/workspace/verl")
+    # A plain OS base: the wheels stage installs the pinned wheels, each traced by its sha256.
+    sbom = json.loads(manifest_file(image, "sbom.cdx.json"))
+    by_wheel = {
+        c["name"]: c["hashes"][0]["content"]
+        for c in sbom["components"]
+        if {"name": "verl-rocm-graph:origin", "value": "wheel"} in c["properties"]
+    }
+    pins = load_pins(demo.pins)
+    assert by_wheel == {name: wheel.sha256 for name, wheel in pins.wheels.items()}
 
 
 def test_aiter_unpatched_builds_without_the_stack_s_triton(tmp_path: Path) -> None:

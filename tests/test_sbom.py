@@ -35,7 +35,8 @@ def test_the_facts_are_the_locked_inputs(write_pins: Callable[..., Path], pins_t
     facts: dict[str, Any] = sbomfacts.facts(run)
     assert facts["wheels"] == {  # the only wheel locked; the others are no fact yet
         "torch": {"version": "2.12.0", "file": wheel,
-                  "sha256": WHEEL_SHA, "index": run.pins.wheels["torch"].index},
+                  "sha256": WHEEL_SHA, "index": run.pins.wheels["torch"].index,
+                  "provided": True},  # rocm/primus holds the torch stack: checked only
     }  # fmt: skip
     sglang = facts["sources"]["sglang"]
     assert sglang["commit"] == "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
@@ -44,6 +45,8 @@ def test_the_facts_are_the_locked_inputs(write_pins: Callable[..., Path], pins_t
         for path in run.pins.sources["sglang"].patches
     ]
     assert "sglang-kernel" in facts["sources"]  # sgl_kernel's distribution, by its dist
+    assert not sglang["provided"]
+    assert facts["sources"]["amd-aiter"]["provided"]  # aiter: the base's, its version checked
     assert facts["base"] == run.pins.base.image + (
         f"@{run.pins.base.digest}" if run.pins.base.digest else ""
     )
@@ -55,12 +58,17 @@ def facts() -> dict[str, Any]:
         "tool": {"name": "verl-rocm-graph", "version": "0.1.0"},
         "image": {"name": "verl-rocm", "version": "7.14", "arch": ["gfx942"]},
         "base": "rocm/primus:v26.4@sha256:" + "c" * 64,
-        "wheels": {"torch": {"version": "2.12.0", "file": "torch-2.12.0.whl",
-                             "sha256": WHEEL_SHA, "index": "https://repo.radeon.com/whl/"}},
+        "wheels": {"torch": {"version": "2.12.0", "file": "torch-2.12.0.whl", "provided": False,
+                             "sha256": WHEEL_SHA, "index": "https://repo.radeon.com/whl/"},
+                   "triton": {"version": "3.7.0", "file": "triton-3.7.0.whl", "provided": True,
+                              "sha256": "f" * 64, "index": "https://repo.radeon.com/whl/"}},
         "sources": {"vllm": {"source": "vllm", "repo": "https://github.com/vllm-project/vllm",
                              "commit": "18d87a87dc39c1a50f452b218fdcc3aeec48d18e",
+                             "provided": False,
                              "patches": [{"file": "docker/patches/vllm/0001.patch",
-                                          "sha256": "d" * 64}]}},
+                                          "sha256": "d" * 64}]},
+                    "amd-aiter": {"source": "aiter", "repo": "https://github.com/ROCm/aiter",
+                                  "commit": "c" * 40, "provided": True, "patches": []}},
         "fetched": {
             "python:megatron-core==0.18.0": {"file": "megatron_core-0.18.0.whl", "stage": "verl",
                                              "url": "https://files.example/m.whl",
@@ -77,6 +85,7 @@ def manifest_folder(folder: Path) -> Path:
     (folder / "requirements.txt").write_text(
         "Package        Version\n-------------- ------------------\n"
         "torch          2.12.0+rocm7.14\nvllm           0.22.1rc1.dev384\n"
+        "triton         3.7.0\namd-aiter      0.1.5\n"
         "megatron-core  0.18.0\nnumpy          2.1.0\nleftover       1.0\n"
     )
     dpkg = (
@@ -106,6 +115,8 @@ def test_each_component_says_where_its_bytes_came_from(tmp_path: Path) -> None:
         "pypi:megatron-core@0.18.0": "closure of verl",
         "pypi:numpy@2.1.0": "base image rocm/primus:v26.4@sha256:" + "c" * 64,
         "pypi:leftover@1.0": "untraced",
+        "pypi:triton@3.7.0": "base image rocm/primus:v26.4@sha256:" + "c" * 64,  # provided
+        "pypi:amd-aiter@0.1.5": "base image rocm/primus:v26.4@sha256:" + "c" * 64,
         "deb:ccache@4.8-1": "closure of base",
         "deb:libc6@2.36-9": "base image rocm/primus:v26.4@sha256:" + "c" * 64,
     }  # one each, as pip and dpkg list them: the removed package is not held
@@ -127,6 +138,9 @@ def test_each_component_says_where_its_bytes_came_from(tmp_path: Path) -> None:
     assert vllm["pedigree"]["patches"] == [
         {"type": "unofficial", "diff": {"url": "docker/patches/vllm/0001.patch"}}
     ]
+    pinned = {p["name"]: p["value"] for p in found["pypi:amd-aiter@0.1.5"]["properties"]}
+    assert pinned["verl-rocm-graph:pinned"] == f"git+https://github.com/ROCm/aiter@{'c' * 40}"
+    assert "hashes" not in found["pypi:triton@3.7.0"]  # the base's bytes, not the pinned file's
     assert found["deb:ccache@4.8-1"]["purl"] == "pkg:deb/ubuntu/ccache@4.8-1?arch=amd64"
     assert found["deb:ccache@4.8-1"]["hashes"] == [{"alg": "SHA-256", "content": DEB_SHA}]
     assert document["metadata"]["component"]["name"] == "verl-rocm"
@@ -161,7 +175,7 @@ def test_audit_reads_the_origins_the_sbom_gives(tmp_path: Path) -> None:
     made = sbom.bom(manifest_folder(tmp_path), facts(), "ID=debian\n")
     document = json.loads(JsonV1Dot6(made).output_as_string())
     traced = imageaudit.from_sbom(document)
-    assert (traced.by_base, traced.by_closure, traced.by_pin) == (2, 2, 2)
+    assert (traced.by_base, traced.by_closure, traced.by_pin) == (4, 2, 2)
     assert traced.untraced == (imageaudit.Package("python", "leftover", "1.0"),)
     # The names the host reads the image's SBOM by are the ones the image writes it with.
     assert (imageaudit.SBOM, imageaudit.ORIGIN, execute.SBOM) == (sbom.SBOM, sbom.ORIGIN, sbom.SBOM)

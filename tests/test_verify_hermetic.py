@@ -364,7 +364,9 @@ def the_image_carries_an_sbom_of_what_it_holds(world: E2E, tmp_path: Path) -> No
         for c in components
     }
     kinds = {origin.split(" ", 1)[0] for origin in origins}
-    assert kinds == {"wheel", "source", "closure", "base"}, origins  # nothing untraced
+    # nothing untraced; the demo's base provides the wheels, checked only: theirs is the base
+    # (test_e2e_rocm702 has the wheels a build installs)
+    assert kinds == {"source", "closure", "base"}, origins
     where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
     checked = run_doit("verify", *where, f"image={image}")
     assert checked.returncode == 0, checked.stdout + checked.stderr

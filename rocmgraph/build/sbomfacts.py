@@ -6,6 +6,7 @@ by the same hashes the keys are made of:
 
 - a pinned wheel: its file, index and sha256;
 - a source built here: its repository, full commit and the patches applied, by sha256;
+- a wheel or source the base image provides: what the pins name, whose version is checked;
 - a file a stage's closure fetched (hermetic builds): its URL and sha256, and the stage;
 - the base image: its reference and digest (what it holds is listed inside the image, by
   the base stage, before anything is installed).
@@ -40,8 +41,16 @@ def normal(name: str) -> str:
 def facts(run: Run) -> dict[str, Json]:
     """What the SBOM of ``run``'s image says of each package the pins and closures name."""
     pins = run.pins
+    # What the base image provides is only checked by version: its bytes are the base's.
+    provided = set(pins.base.provides)
     wheels: dict[str, Json] = {
-        normal(name): {"version": w.version, "file": w.file, "sha256": w.sha256, "index": w.index}
+        normal(name): {
+            "version": w.version,
+            "file": w.file,
+            "sha256": w.sha256,
+            "index": w.index,
+            "provided": "wheels" in provided,
+        }
         for name, w in sorted(pins.wheels.items())
         if w.sha256  # locked: an unlocked wheel is no fact yet (`doit lock` pins it)
     }
@@ -51,6 +60,7 @@ def facts(run: Run) -> dict[str, Json]:
             "repo": source.repo,
             "commit": source.commit,
             "patches": [_patch(path) for path in source.patches],
+            "provided": name in provided,
         }
         for name, source in sorted(pins.sources.items())
     }

@@ -88,7 +88,13 @@ def python_component(
     hashes, refs, props, pedigree = [], [], [], None
     wheel = facts["wheels"].get(key)
     source = facts["sources"].get(key)
-    if source is not None:
+    pinned = source if source is not None else wheel
+    if pinned is not None and pinned["provided"]:  # the base's bytes: the pin's version, checked
+        origin = f"base image {facts['base']}"
+        said = (f"git+{pinned['repo']}@{pinned['commit']}" if source is not None
+                else f"{pinned['file']} sha256:{pinned['sha256']}")  # fmt: skip
+        props.append(Property(name="verl-rocm-graph:pinned", value=said))
+    elif source is not None:
         origin = "source"
         vcs = f"git+{source['repo']}@{source['commit']}"
         refs.append(ExternalReference(type=ExternalReferenceType.VCS, url=XsUri(vcs)))

@@ -28,13 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocmgraph.common.layout import ROOT
+from rocmgraph.common.layout import ROOT, default_cache
 from rocmgraph.config import pinsedit
 from rocmgraph.config.pins import load
 from rocmgraph.demo.machine import DOCKER
 from rocmgraph.demo.profile import pins_path
 from rocmgraph.fetch.store import Store
-from rocmgraph.fetch.world import default_cache
 from rocmgraph.graph import closure
 from rocmgraph.outside.docker import DockerEngine
 

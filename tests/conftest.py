@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,39 @@ def write_pins(tmp_path: Path) -> Any:
         return path
 
     return write
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """Mount a tmpfs of a size (``64k``) under tmp_path, read-only if asked: a real disk
+    that fills, unmounted after the test. Mounting needs root, which CI has (it starts
+    dockerd): there it fails without, elsewhere it skips."""
+    mounted: list[Path] = []
+
+    def mount(size: str, read_only: bool = False) -> Path:
+        point = tmp_path / f"disk{len(mounted)}"
+        point.mkdir()
+        options = f"size={size}" + (",ro" if read_only else "")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if done.returncode != 0:
+            why = f"cannot mount a tmpfs: {done.stderr.strip()}"
+            if os.environ.get("CI"):
+                pytest.fail(why)
+            pytest.skip(why)
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def filled(disk: Path) -> None:
+    """Write into ``disk`` until it takes nothing more: 0 B free."""
+    with (disk / "filler").open("wb", buffering=0) as out, contextlib.suppress(OSError):
+        while True:
+            out.write(b"\1" * 4096)
 
 
 def need(tool: str, package: str = "") -> None:

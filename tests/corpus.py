@@ -12,9 +12,9 @@ from pathlib import Path
 
 import tomli
 
+from rocmgraph.common.layout import default_cache
 from rocmgraph.fetch import pypi
 from rocmgraph.fetch.store import Store
-from rocmgraph.fetch.world import default_cache
 from rocmgraph.outside.http import Http
 
 HERE = Path(__file__).parent / "corpus"

@@ -16,8 +16,9 @@ from world import World, locked_run, prepare
 import stages
 from rocmgraph.common import fsutil
 from rocmgraph.common.errors import FetchError, PatchError
+from rocmgraph.common.layout import default_cache
 from rocmgraph.demo import patchimages
-from rocmgraph.fetch.world import Outside, default_cache
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
 from rocmgraph.trees import patches
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -315,35 +314,6 @@ def test_a_garbage_doit_db_is_set_aside_with_one_warning(tmp_path: Path) -> None
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert (again.returncode, again.stderr) == (0, "")
-
-
-def test_a_full_or_read_only_disk_is_one_line_with_its_fix() -> None:
-    from rocmgraph.cli.reporter import UserFailure, guarded
-
-    def full() -> None:
-        raise OSError(errno.ENOSPC, "No space left on device", "/cache/files/x.whl")
-
-    def read_only() -> None:
-        raise OSError(errno.EROFS, "Read-only file system", "/cache/git")
-
-    cases = (
-        (full, "no space is left on its disk (No space left on device)"),
-        (read_only, "its file system is read-only (Read-only file system)"),
-    )
-    for action, said in cases:
-        failure = guarded(action)()
-        assert isinstance(failure, UserFailure)
-        where = "/cache/files/x.whl" if action is full else "/cache/git"
-        assert failure.message == (
-            f"{where}: {said}; free space or make it writable, or set $VERL_GRAPH_CACHE to a "
-            "folder on another disk"
-        )
-
-    def other() -> None:
-        raise OSError(errno.ENOENT, "No such file or directory", "/x")
-
-    with pytest.raises(FileNotFoundError):  # not the disk's fault: a bug, shown as such
-        guarded(other)()
 
 
 def test_the_plan_needs_no_writable_cache(tmp_path: Path) -> None:

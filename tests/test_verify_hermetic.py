@@ -33,8 +33,8 @@ import stages
 from rocmgraph.build import progress, records
 from rocmgraph.common import filetree
 from rocmgraph.common.fsutil import sha256_file
+from rocmgraph.common.layout import default_cache
 from rocmgraph.fetch.store import Store
-from rocmgraph.fetch.world import default_cache
 from rocmgraph.graph import closure
 from rocmgraph.outside.docker import DockerEngine
 

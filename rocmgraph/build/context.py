@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rocmgraph.build import provenance, sbomfacts
+from rocmgraph.common import disk
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import FetchError, GraphToolError, LockError
 from rocmgraph.common.fsutil import git_modes, link_tree
@@ -64,12 +65,14 @@ def prepare_many(
     whose files cannot be had (a fetch, a patch that no longer applies) is returned with
     why: the others are filled all the same, and build without it."""
     shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    (dest / "Dockerfile").write_text(recipe, encoding="utf-8")
+    with disk.writing(dest):
+        dest.mkdir(parents=True)
+        (dest / "Dockerfile").write_text(recipe, encoding="utf-8")
     failed: dict[str, GraphToolError] = {}
     for name in names:
         try:
-            _fill(run, outside, name, dest)
+            with disk.writing(dest):
+                _fill(run, outside, name, dest)
         except GraphToolError as exc:
             failed[name] = exc
     git_modes(dest)  # COPY keeps modes: the host's umask must not reach an image

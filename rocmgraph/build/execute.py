@@ -26,7 +26,7 @@ from typing import cast
 from rocmgraph.build import compilecache, records, trace, turns
 from rocmgraph.build.ledger import Entry, Status
 from rocmgraph.build.session import Session
-from rocmgraph.common import failpoints
+from rocmgraph.common import disk, failpoints
 from rocmgraph.common.engine import BuildJob, Engine
 from rocmgraph.common.errors import BuildFailed, CacheError, EngineError, GraphToolError
 from rocmgraph.common.fsutil import atomic_write_text, owned
@@ -714,8 +714,9 @@ def private_files(texts: Mapping[str, str], folder: Path) -> Iterator[dict[str, 
         files = {}
         for name, text in texts.items():
             path = files[name] = Path(scratch) / name
-            path.touch(mode=0o600)  # private before a login is written to it
-            path.write_text(text)
+            with disk.writing(path):
+                path.touch(mode=0o600)  # private before a login is written to it
+                path.write_text(text)
         yield files
 
 

@@ -8,12 +8,14 @@ when its holder dies, however it dies: a kill -9 never leaves one behind.
 
 Locks are as narrow as what they guard: one per stage key (two archs share the
 stages that do not depend on the arch, and build the others side by side), and
-one for a demo profile's servers.
+one for a demo profile's servers. A TCP port is the machine's, not a
+checkout's: its lock lives in a folder every checkout shares (``on_port``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -31,6 +33,12 @@ UNSAID_GRACE = 1.0  # seconds a waiter gives a new holder to say who it is
 
 # When this run started: the lock's holder says so to the runs that wait for it.
 STARTED = time.time()
+
+# Where the locks of machine-wide things (TCP ports) live: /tmp itself, not $TMPDIR,
+# which differs between users and CI jobs; not the cache, which is per user and may be on
+# NFS. Every user may write there, it is emptied at boot (a lock means nothing after one),
+# and it is shared by every checkout that shares the ports (one network namespace).
+MACHINE = Path("/tmp")
 
 
 class Busy(GraphToolError):
@@ -59,19 +67,28 @@ class Holder:
         return f"the build started at {when} by pid {self.pid} (arch {self.arch}): it {self.doing}"
 
 
+def on_port(
+    port: int, me: Holder, wait: float | None = None, folder: Path = MACHINE
+) -> contextlib.AbstractContextManager[bool]:
+    """Hold TCP ``port``'s lock, machine-wide: a run in another checkout (its own .build/,
+    its own locks) that serves on the port waits here, instead of failing to bind it."""
+    return held(folder / f"rocmgraph-port-{port}.turn", me, wait, mode=0o666)
+
+
 @contextlib.contextmanager
-def held(path: Path, me: Holder, wait: float | None = None) -> Iterator[bool]:
+def held(path: Path, me: Holder, wait: float | None = None, mode: int = 0o644) -> Iterator[bool]:
     """Hold the lock ``path`` for the body; yields whether another run held it first.
 
     ``wait`` is how many seconds to wait for another holder (None: as long as it
-    takes); past it, Busy names the holder. Waiting is said once, on stderr.
+    takes); past it, Busy names the holder. Waiting is said once, on stderr. A new
+    lock file gets ``mode`` (0o666: any user's run may take it over).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     deadline = None if wait is None else started + wait
     waited = told = False
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open(path, mode)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -95,10 +112,34 @@ def held(path: Path, me: Holder, wait: float | None = None) -> Iterator[bool]:
         yield waited
     finally:
         # Removed while still locked: a run that opened it meanwhile finds it gone and
-        # opens the new one (_same_file), so one lock never has two holders.
-        with contextlib.suppress(FileNotFoundError):
+        # opens the new one (_same_file), so one lock never has two holders. Another
+        # user's file in /tmp (sticky) stays, unlocked, for the next run to take.
+        with contextlib.suppress(FileNotFoundError, PermissionError):
             path.unlink()
         os.close(fd)
+
+
+def _open(path: Path, mode: int) -> int:
+    """The lock file, open for writing; made with ``mode`` if missing. An existing one is
+    opened without O_CREAT, which Linux refuses for another user's file in /tmp
+    (fs.protected_regular); a symbolic link is never followed (another user could point
+    it at a file of ours, which the holder truncates)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise GraphToolError(
+            f"{path} is a symbolic link, not a lock file of this tool; remove it"
+        ) from None
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    except FileExistsError:  # made meanwhile by another run
+        return _open(path, mode)
+    os.fchmod(fd, mode)  # the bits the umask took
+    return fd
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -7,15 +7,16 @@ Any other failure is a bug and is reported by doit as usual, traceback and all.
 
 from __future__ import annotations
 
-import errno
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
 
 from rocmgraph.build.session import Session
+from rocmgraph.common import disk
 from rocmgraph.common.errors import GraphToolError, Unchecked, UsageError
 
 
@@ -29,24 +30,6 @@ class UserUnchecked(TaskError):  # type: ignore[misc]
 
 class UserUsage(TaskError):  # type: ignore[misc]
     """The command is wrong: one line, and the run exits with 3 (doit's own usage code)."""
-
-
-# A disk that cannot take what a command writes: said in one line, with the fix.
-DISK_ERRORS = {
-    errno.ENOSPC: "no space is left on its disk",
-    errno.EDQUOT: "its disk quota is used up",
-    errno.EROFS: "its file system is read-only",
-    errno.EACCES: "it may not be written",
-}
-
-
-def disk_error(exc: OSError) -> str:
-    where = exc.filename or "a file"
-    return (
-        f"{where}: {DISK_ERRORS.get(exc.errno or 0, 'it cannot be written')} ({exc.strerror}); "
-        "free space or make it writable, "
-        "or set $VERL_GRAPH_CACHE to a folder on another disk"
-    )
 
 
 def guarded(function: Callable[..., object], *args: object) -> Callable[[], object]:
@@ -63,9 +46,11 @@ def guarded(function: Callable[..., object], *args: object) -> Callable[[], obje
         except GraphToolError as exc:
             return UserFailure(str(exc))
         except OSError as exc:
-            if exc.errno not in DISK_ERRORS:
+            if exc.errno not in disk.REFUSALS:
                 raise
-            return UserFailure(disk_error(exc))
+            # Two file names: a copy, a link, a rename; the second is the one written.
+            written = exc.filename2 or exc.filename
+            return UserFailure(str(disk.refused(exc.errno, Path(written) if written else None)))
         return None if result is None else result
 
     action.__name__ = getattr(function, "__name__", "action")

@@ -42,10 +42,10 @@ from rocmgraph.common.errors import (
     VariableError,
 )
 from rocmgraph.common.fsutil import atomic_write_text
-from rocmgraph.common.layout import ROOT
+from rocmgraph.common.layout import ROOT, default_cache
 from rocmgraph.config.pins import load as load_pins
 from rocmgraph.demo import profile as demo_profile
-from rocmgraph.fetch.world import Outside, default_cache
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import recipe
 from rocmgraph.graph.dag import Graph, Stage
 from rocmgraph.graph.invocation import Options, Run, check_closures

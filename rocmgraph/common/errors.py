@@ -102,6 +102,14 @@ class CacheError(GraphToolError):
     """The shared stage cache cannot be used where the run requires it."""
 
 
+class DiskError(GraphToolError):
+    """A write its disk refused (full, over quota, read-only): common/disk.py words it."""
+
+    def __init__(self, path: str, problem: str, disk: str, fix: str) -> None:
+        self.path, self.problem, self.disk, self.fix = path, problem, disk, fix
+        super().__init__(f"{path}: {problem} ({disk}); {fix}")
+
+
 class FetchError(GraphToolError):
     """An input (source, wheel, key, digest) could not be fetched or is not what its pin says."""
 

@@ -1,5 +1,5 @@
-"""File and directory writes that never leave half a file (or directory) behind, and the
-modes a build context's files take."""
+"""File and directory writes that never leave half a file (or directory) behind, each one
+the disk refuses said as such (common/disk), and the modes a build context's files take."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from rocmgraph.common import disk
+
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path``: readers see the old file or the new one, never a mix."""
@@ -25,23 +27,24 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     symlink is followed (the file it names gets the data, the link stays) and the file keeps
     its mode (a new one takes the umask's)."""
     path = path.resolve() if path.is_symlink() else path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    with tempfile.NamedTemporaryFile(
-        "wb", dir=path.parent, prefix=f".{path.name}.", delete=False
-    ) as tmp:
+    with disk.writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.fchmod(tmp.fileno(), mode)  # mkstemp's is 0600
-            tmp.write(data)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        except BaseException:
-            Path(tmp.name).unlink()
-            raise
-    Path(tmp.name).replace(path)  # atomic on one filesystem
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        with tempfile.NamedTemporaryFile(
+            "wb", dir=path.parent, prefix=f".{path.name}.", delete=False
+        ) as tmp:
+            try:
+                os.fchmod(tmp.fileno(), mode)  # mkstemp's is 0600
+                tmp.write(data)
+                tmp.flush()
+                os.fsync(tmp.fileno())
+            except BaseException:
+                Path(tmp.name).unlink()
+                raise
+        Path(tmp.name).replace(path)  # atomic on one filesystem
 
 
 def _umask() -> int:
@@ -69,19 +72,20 @@ def build_dir(final: Path, scratch: Path, fill: Callable[[Path], None]) -> Path:
     happens (a failure, a timeout, an interrupt) the scratch copy goes, so a
     half-made directory is never left behind and never seen at ``final``.
     """
-    scratch.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=owned(final.name), dir=scratch))
-    try:
-        fill(work)
-        final.parent.mkdir(parents=True, exist_ok=True)
+    with disk.writing(final):
+        scratch.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=owned(final.name), dir=scratch))
         try:
-            work.rename(final)
-        except OSError:
-            if not final.is_dir():  # another process landed it first: keep that one
-                raise
-        return final
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+            fill(work)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                work.rename(final)
+            except OSError:
+                if not final.is_dir():  # another process landed it first: keep that one
+                    raise
+            return final
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def sha256_file(path: Path) -> str:

@@ -126,9 +126,13 @@ class Demo:
         # startup: only when the demo serves
         from rocmgraph.build import turns
 
-        # First of all: another run's builds read the fixtures and use the servers.
-        holder = turns.Holder.me(arch or "as pinned", "serves the demo's upstreams")
+        # First of all: another run's builds read the fixtures and use the servers. Runs
+        # of other checkouts share only the ports (the pins name them), each taken in this
+        # order by every run: two runs never hold one each.
+        holder = turns.Holder.me(arch or "as pinned", f"serves the demo from {self.root}")
         self._held.enter_context(turns.held(self.root / "demo.turn", holder, wait))
+        for port in (HTTP_PORT, REGISTRY_PORT):
+            self._held.enter_context(turns.on_port(port, holder, wait))
         engine = outside.docker
         # Fixtures and servers: only when builds run (a run that builds nothing makes none).
         from rocmgraph.demo import fixtures

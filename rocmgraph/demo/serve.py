@@ -16,6 +16,16 @@ from rocmgraph.outside import ports, proc
 from rocmgraph.outside.http import Http
 
 
+def taken(port: int, why: str) -> EngineError:
+    """``port`` is taken by something that is no demo build: a demo build serves only while
+    it holds the port's lock (turns.on_port), which the caller does."""
+    holder = ports.listener(port) or "a process this user cannot see"
+    return EngineError(
+        f"demo: cannot serve on 127.0.0.1:{port} ({why}); {holder} holds it and is no demo "
+        "build: stop it (the demo's pins name this port, so the demo cannot move)"
+    )
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -29,11 +39,7 @@ class Files:
         try:
             self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
         except OSError as exc:
-            holder = ports.listener(port)
-            raise EngineError(
-                f"demo: cannot serve on 127.0.0.1:{port} ({exc.strerror}); "
-                + (f"{holder} holds it" if holder else "is another demo build running?")
-            ) from None
+            raise taken(port, exc.strerror or "cannot bind it") from None
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -98,10 +104,10 @@ class Registry:
         for _ in range(200):
             if self.process.poll() is not None:
                 self.pidfile.unlink(missing_ok=True)
-                holder = ports.listener(port)
+                if ports.listener(port):
+                    raise taken(port, "the registry did not start")
                 raise EngineError(
-                    f"demo: the registry on 127.0.0.1:{port} did not start "
-                    + (f"({holder} holds the port)" if holder else f"(see {self.log})")
+                    f"demo: the registry on 127.0.0.1:{port} did not start (see {self.log})"
                 )
             try:
                 http.get(self.url)

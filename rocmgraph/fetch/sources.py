@@ -98,14 +98,7 @@ class Origin:
     submodule: str = ""  # the submodule's path in the source's tree, for a submodule
 
     def failed(self, exc: CommandFailed, verb: str = "fetch") -> FetchError:
-        """Why git could not fetch: the disk (said so, with its fix), else the network."""
-        for needle, what in _DISK:
-            if needle in exc.stderr:
-                return FetchError(
-                    f"source {self.source}: cannot {verb} {self.url}: the cache's disk is "
-                    f"{what} ({needle}); free space there, or set $VERL_GRAPH_CACHE to a "
-                    "folder on another disk"
-                )
+        """Why git could not fetch: the network (a full disk is the git seam's DiskError)."""
         return self.unreachable(git_reason(exc), verb)
 
     def unreachable(self, reason: str, verb: str = "fetch") -> FetchError:
@@ -246,7 +239,8 @@ class SourceCache:
 
     def _checkout(self, origin: Origin, work: Path) -> None:
         """``origin``'s commit checked out in ``work`` (an empty directory), no submodules."""
-        git("init", "--quiet", str(work), timeout=60)
+        work.mkdir(parents=True, exist_ok=True)  # a submodule's, as its superproject has it
+        git("init", "--quiet", cwd=work, timeout=60)
         try:  # the commit alone, when the server allows it (GitHub does)
             git("fetch", "--quiet", "--depth=1", origin.url, origin.commit, cwd=work,
                 timeout=self.timeout)  # fmt: skip
@@ -314,7 +308,7 @@ class SourceCache:
         """A short id that is no branch or tag tip: fetch the history and ask git."""
         with tempfile.TemporaryDirectory(prefix=owned(name), dir=self.scratch) as tmp:
             work = Path(tmp)
-            git("init", "--quiet", "--bare", str(work), timeout=60)
+            git("init", "--quiet", "--bare", cwd=work, timeout=60)
             self._fetch_all(Origin(name, self.url(source), source.commit), work)
             spec = f"{source.commit}^{{commit}}"
             try:
@@ -452,11 +446,6 @@ _REASONS = (  # git's words (which carry timings and ports) -> a stable reason
     (("error: 404", "not found", "does not appear to be a git repository", "does not exist"),
      "no repository there"),
 )  # fmt: skip
-
-
-# git's words for a disk that cannot take the fetch: no network advice helps there.
-_DISK = (("No space left on device", "full"), ("Read-only file system", "read-only"),
-         ("Disk quota exceeded", "over quota"))  # fmt: skip
 
 
 def git_reason(exc: CommandFailed) -> str:

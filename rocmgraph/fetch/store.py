@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocmgraph.common import disk
 from rocmgraph.common.errors import HashMismatch
 from rocmgraph.common.fsutil import owned, sha256_file
 from rocmgraph.outside import leftovers
@@ -51,12 +52,14 @@ class Store:
         stored = self.path(sha256, name)
         if sha256 and stored.is_file() and self._still(stored, sha256):
             return Stored(stored, sha256)
-        tmp_dir = self._sweeper.scratch(self.root / "tmp")
-        fd, tmp_name = tempfile.mkstemp(prefix=owned(name), dir=tmp_dir)
+        with disk.writing(self.root / "tmp"):
+            tmp_dir = self._sweeper.scratch(self.root / "tmp")
+            fd, tmp_name = tempfile.mkstemp(prefix=owned(name), dir=tmp_dir)
         os.close(fd)  # the download reopens it by name
         tmp = Path(tmp_name)
         try:
-            actual = self.http.download(url, tmp)
+            with disk.writing(tmp):  # a full disk, not the network: said as such
+                actual = self.http.download(url, tmp)
             if sha256 and actual != sha256:
                 raise HashMismatch(
                     f"{what}: {url} has sha256 {actual}, the pins say {sha256}; nothing was "
@@ -66,8 +69,9 @@ class Store:
                     actual,
                 )
             final = self.path(actual, name)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            tmp.replace(final)
+            with disk.writing(final):
+                final.parent.mkdir(parents=True, exist_ok=True)
+                tmp.replace(final)
             _write_stamp(final)
             return Stored(final, actual)
         finally:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from rocmgraph.common import disk
 from rocmgraph.common.errors import FetchError
 from rocmgraph.common.fsutil import build_dir, exclusive, owned
 from rocmgraph.config.pins import GitSource, repository
@@ -67,7 +68,7 @@ class History:
         turn = self.repo.with_name(self.repo.name + ".turn")
         turn.parent.mkdir(parents=True, exist_ok=True)
         turn.touch()
-        with exclusive(turn):
+        with exclusive(turn), disk.writing(self.repo):
             self._fetch(url)
         if self.resolve(f"refs/heads/{self.source.branch}") is None:
             raise FetchError(
@@ -92,7 +93,7 @@ class History:
                 ) from None
 
     def _fetch_into(self, work: Path, url: str, borrow: Path | None = None) -> None:
-        git("init", "--quiet", "--bare", str(work), timeout=60)
+        git("init", "--quiet", "--bare", cwd=work, timeout=60)
         if borrow is not None:
             (work / "objects" / "info" / "alternates").write_text(f"{borrow / 'objects'}\n")
         try:

@@ -5,13 +5,12 @@ its own."""
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmgraph.common.engine import Deferred, Engine
+from rocmgraph.common.layout import default_cache
 from rocmgraph.common.pool import Builder, Pool
 from rocmgraph.config.pins import Pins
 from rocmgraph.fetch.store import Store
@@ -21,16 +20,6 @@ from rocmgraph.outside.http import Http
 if TYPE_CHECKING:
     from rocmgraph.fetch.sources import SourceCache
     from rocmgraph.outside.registry import Client
-
-CACHE_ENV = "VERL_GRAPH_CACHE"
-
-
-def default_cache(environ: Mapping[str, str] = os.environ) -> Path:
-    """Fetched sources and files, shared by every pins file: they are addressed by content."""
-    if environ.get(CACHE_ENV):
-        return Path(environ[CACHE_ENV])
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "verl-rocm-graph"
 
 
 @dataclass

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from rocmgraph.common import disk
 from rocmgraph.outside import proc
 
 # Never prompt for credentials, speak C so messages can be matched, and give up
@@ -39,15 +40,23 @@ def git(
     ceiling: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> str:
-    """Run ``git args`` and return its stdout.
+    """Run ``git args`` in ``cwd`` and return its stdout.
 
     ``config`` adds ``-c key=value`` settings (mirror rewrites among them).
     ``ceiling`` stops git from finding a repository above that directory, so
-    ``git apply`` in a plain tree never touches an enclosing checkout.
+    ``git apply`` in a plain tree never touches an enclosing checkout. A write its disk
+    refused is a DiskError for ``cwd`` (git writes there), whatever git did next: a
+    fetch that ran out of space is no network failure, nor a checkout a missing commit.
     """
     settings = {**_CONFIG, **(config or {})}
     argv = ["git", *(arg for key, value in settings.items() for arg in ("-c", f"{key}={value}"))]
     environ = {**os.environ, **_ENV, **(env or {})}
     if ceiling is not None:
         environ["GIT_CEILING_DIRECTORIES"] = str(ceiling)
-    return proc.run([*argv, *args], cwd=cwd, env=environ, timeout=timeout).stdout
+    try:
+        return proc.run([*argv, *args], cwd=cwd, env=environ, timeout=timeout).stdout
+    except proc.CommandFailed as exc:
+        code = disk.in_words(exc.stderr)  # git's exit code says only 128
+        if code is None:
+            raise
+        raise disk.refused(code, cwd or Path.cwd()) from None

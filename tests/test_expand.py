@@ -72,6 +72,16 @@ def test_linear_in_the_word() -> None:
     assert expand("${A}" * 1_000_000, ENV).value == "1" * 1_000_000
 
 
+def test_a_substitution_ends_at_its_own_bracket_quotes_and_escapes_kept() -> None:
+    expanded = expand("$(a ')' \\) (b))c$A", ENV, shell=True)
+    assert (expanded.value, expanded.dynamic) == ("$(a ')' \\) (b))c1", True)
+
+
+def test_nested_substitutions_cost_a_step_per_bracket_not_per_character() -> None:
+    word = "$(" + "echo $(" * 30_000 + "x" + ")" * 30_001 + "$A"
+    assert expand(word, ENV, shell=True).value == word[:-2] + "1"
+
+
 def test_a_word_nested_deeper_than_any_real_one_is_kept_as_written() -> None:
     """${X:-${X:-...}} a thousand deep (a 6 KB line a fuzzer wrote): no RecursionError; the
     levels past MAX_NESTING stay as written, and the word is known only when it runs."""

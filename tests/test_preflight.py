@@ -316,6 +316,11 @@ def test_every_fetch_of_a_script_the_setup_runs_is_named_with_its_line() -> None
     ]
 
 
+def test_a_script_nested_past_what_is_read_gives_no_fetch_and_no_traceback() -> None:
+    files = {"deep.sh": "( " * 200 + "curl -O https://example.org/x" + " )" * 200 + "\n"}
+    assert treefacts.shell_fetches(files.get, "deep.sh") == []
+
+
 def test_a_build_requirement_a_pinned_tool_does_not_meet_is_a_mismatch() -> None:
     """pip's --no-build-isolation neither installs nor checks [build-system] requires: the
     build imports what the image has, and aiter's asks for a pybind11 the pins must give."""

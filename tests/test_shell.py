@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rocmgraph.dockerfile.shell import Assignment, Command, Word, parse
+import pytest
+
+from rocmgraph.dockerfile.expand import MAX_NESTING
+from rocmgraph.dockerfile.shell import Assignment, Command, TooDeep, Word, parse
 
 
 def names(script: str) -> list[str]:
@@ -59,3 +62,12 @@ def test_offsets_count_characters_not_bytes() -> None:
 
 def test_what_no_shell_parses_still_gives_what_it_can() -> None:
     assert names("((( pip install a; )) git clone b") != []
+
+
+def test_commands_nested_past_the_limit_are_refused_where_the_level_past_it_opens() -> None:
+    """Subshells, substitutions and branches count alike; a hundred deep is read."""
+    inner = "( " * (MAX_NESTING - 1) + "if a; then pip install x; fi" + " )" * (MAX_NESTING - 1)
+    assert names(inner)[-1] == "pip"
+    with pytest.raises(TooDeep) as refused:
+        parse("echo ok; " + "( " * MAX_NESTING + "$(pip install x)" + " )" * MAX_NESTING)
+    assert refused.value.offset == len("echo ok; ") + 2 * MAX_NESTING

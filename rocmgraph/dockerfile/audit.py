@@ -3,24 +3,27 @@
 One finding per thing fetched: a base image (FROM, ``COPY --from``, a RUN
 mount's ``from=``), a git clone (with the checkout that pins it, wherever it
 is: ``cd x && git checkout``, ``git -C x checkout``, ``git reset --hard``, or a
-later RUN in that WORKDIR), a pip install, a download (``ADD <url>``, curl,
-wget, aria2c). Each names the line of its token and, where a value came
-through an ARG or ENV, that place too: the ARG and the clone that uses it are
-one finding.
+later RUN in that WORKDIR), a package installed by pip, apt, pipx, conda, npm,
+cargo or ``go install``, a download (``ADD <url>``, curl, wget, aria2c). Each
+names the line of its token and, where a value came through an ARG or ENV,
+that place too: the ARG and the clone that uses it are one finding.
 
 The file is read as BuildKit reads it (rocmgraph.dockerfile.syntax), RUN lines
 as shell (rocmgraph.dockerfile.shell), variables as BuildKit and the shell substitute
 them (rocmgraph.dockerfile.expand), pip's arguments as pip reads them
-(rocmgraph.dockerfile.pipargs). What cannot be known from the file (an ARG without a
+(rocmgraph.dockerfile.pipargs), the other managers' as theirs
+(rocmgraph.dockerfile.managers). What cannot be known from the file (an ARG without a
 default, a ``$(command)``) is reported as unknown, never guessed.
 
 Exit codes: 0 when every finding is pinned, 1 when one breaks a policy, 2 when
-something could not be checked, 3 when the file is not a Dockerfile.
+something could not be checked (or commands nest deeper than the audit reads),
+3 when the file is not a Dockerfile.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import posixpath
 import re
@@ -29,8 +32,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rocmgraph.common.errors import LockError, Unchecked
-from rocmgraph.dockerfile import pipargs, shell, syntax
-from rocmgraph.dockerfile.expand import Expanded, expand
+from rocmgraph.dockerfile import managers, pipargs, shell, syntax
+from rocmgraph.dockerfile.expand import MAX_NESTING, Expanded, expand
 from rocmgraph.dockerfile.syntax import Instruction, NotADockerfile, Text
 
 FULL = re.compile(r"[0-9a-f]{40}")
@@ -87,6 +90,8 @@ _DOWNLOAD_OPTIONS = {
         "--http-proxy --https-proxy --checksum"
     ),
 }
+# What a script that can fetch something holds somewhere (cheaper to look for than to parse).
+_MARKS = ("pip", "git", "curl", "wget", "aria2", "$", *managers.BY_COMMAND)
 _URL = re.compile(r"(https?|ftp)://\S+")
 _GIT_URL = re.compile(r"((https?|git|ssh)://\S+?\.git|git@[^\s:]+:\S+?\.git)(#\S*)?$")
 
@@ -97,6 +102,13 @@ class Kind(StrEnum):
     MOUNT_FROM = "mount-from"
     CLONE = "clone"
     PIP = "pip"
+    # the other package managers: their names in rocmgraph.dockerfile.managers.MANAGERS
+    APT = "apt"
+    PIPX = "pipx"
+    CONDA = "conda"
+    NPM = "npm"
+    CARGO = "cargo"
+    GO = "go"
     URL = "url"
     ARG = "arg"
 
@@ -174,7 +186,7 @@ def read(text: str, file: str = "Dockerfile", *, record: bool = False) -> Readin
     """The findings of ``text`` and, with ``record``, every command, ENV and clone too."""
     parsed = syntax.parse(text, file)
     _check(parsed)
-    walker = _Walker(parsed.escape, record)
+    walker = _Walker(file, parsed.escape, record)
     for instruction in parsed.instructions:
         walker.instruction(instruction)
     clones = tuple(
@@ -288,35 +300,98 @@ class _Value:
     branches: tuple[int, ...] = ()
 
 
+_ROOT = -1  # a script's own scope, outside its subshells (whose ids are offsets)
+
+
 @dataclass
 class _Script:
     """One shell script (a RUN line, or a heredoc body run as a script) being walked."""
 
     text: Text
-    values: dict[str, _Value]
+    values: dict[str, _Value]  # set by the script itself
+    outer: Mapping[str, str]  # the stage's ARG and ENV values (its own shadow them)
     verified: bool  # the script checks a checksum (sha256sum -c ...)
-    cwd: dict[tuple[int, ...], str | None]  # per subshell
+    cwd: dict[int, str | None]  # by subshell (the innermost of a command's scopes), or _ROOT
     branches: tuple[int, ...] = ()  # of the item being walked
+    parent: _Script | None = None  # the script that runs this one (``bash -c '...'``)
 
-    def visible(self) -> dict[str, _Value]:
-        """The values the item being walked surely sees (set outside any branch it is not in)."""
+    def lookup(self, name: str) -> _Value | None:
+        """The value of ``name`` here: the script's own, else what the script that runs it
+        passes on (what it surely sees, set from the start, or an unknown), else the stage's."""
+        value = self.values.get(name)
+        if value is not None:
+            return value
+        if self.parent is None:
+            text = self.outer.get(name)
+            return None if text is None else _Value(text)
+        value = self.parent.lookup(name)
+        if value is None or (value.origin is None and not self.parent.visible(value)):
+            return None
+        return _Value(value.text, value.unset, value.origin)
+
+    def visible(self, value: _Value) -> bool:
+        """Whether the item being walked surely sees ``value`` (a known one, set outside any
+        branch it is not in)."""
         here = self.branches
-        return {
-            name: value
-            for name, value in self.values.items()
-            if value.origin is None and here[: len(value.branches)] == value.branches
-        }
+        return value.origin is None and here[: len(value.branches)] == value.branches
+
+    def names(self) -> Iterator[str]:
+        """Every name that may have a value here (some more than once)."""
+        return itertools.chain(self.values, self.parent.names() if self.parent else self.outer)
 
     def origin(self, name: str) -> _Origin | None:
-        value = self.values.get(name)
+        value = self.lookup(name)
         if value is None:
             return None
         return value.origin or _Origin.RUNTIME  # a value only another branch sets
 
 
+class _View(Mapping[str, str]):
+    """Values looked up one name at a time: what a word costs is what its own variables
+    cost, not what every variable in scope does (5,000 ARGs, then 5,000 RUNs)."""
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _Seen(_View):
+    """The texts of the values a script's item surely sees (with ``commands``, and the
+    commands some are set from, as written)."""
+
+    def __init__(self, script: _Script, commands: bool = False) -> None:
+        self.script, self.commands = script, commands
+
+    def __getitem__(self, name: str) -> str:
+        value = self.script.lookup(name)
+        if value is not None and (
+            self.script.visible(value) or (self.commands and value.origin is _Origin.COMMAND)
+        ):
+            return value.text
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in dict.fromkeys(self.script.names()) if name in self)
+
+
+class _Known(_View):
+    """The variables of a scope that have a value (ARG and ENV), by name."""
+
+    def __init__(self, scope: Mapping[str, _Var]) -> None:
+        self.scope = scope
+
+    def __getitem__(self, name: str) -> str:
+        value = self.scope[name].value
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, var in self.scope.items() if var.value is not None)
+
+
 class _Walker:
-    def __init__(self, escape: str, record: bool = False) -> None:
-        self.escape = escape
+    def __init__(self, file: str, escape: str, record: bool = False) -> None:
+        self.file, self.escape = file, escape
         self.record = record  # keep every command and ENV (for compare), not only findings
         self.ran: list[Ran] = []
         self.cmd: tuple[str, ...] | None = None
@@ -377,9 +452,9 @@ class _Walker:
             scope[name] = var
             self.args.append(var)
 
-    def _known(self) -> dict[str, str]:
+    def _known(self) -> _Known:
         """The variables that have a value here (ARG and ENV), by name."""
-        return {name: var.value for name, var in self._scope().items() if var.value is not None}
+        return _Known(self._scope())
 
     def _on_env(self, ins: Instruction) -> None:
         assert self.stage is not None
@@ -391,9 +466,10 @@ class _Walker:
             for word in ins.words:
                 name, _, raw = word.text.partition("=")
                 pairs.append((name, raw, ins.line_of(word)))
+        # each value as the stage had them before this ENV (`ENV A=1 B=$A`: B is the old A)
         env = self._known()
-        for name, raw, line in pairs:
-            value = self._expand(raw, env).value
+        values = [(name, self._expand(raw, env).value, line) for name, raw, line in pairs]
+        for name, value, line in values:
             self.stage.vars[name] = _Var(name, value, line, env=True)
 
     def _on_workdir(self, ins: Instruction) -> None:
@@ -467,8 +543,8 @@ class _Walker:
 
     # ------------------------------------------------------------ images
 
-    def _global_env(self) -> dict[str, str]:
-        return {name: var.value for name, var in self.globals.items() if var.value is not None}
+    def _global_env(self) -> _Known:
+        return _Known(self.globals)
 
     def _stage_or_image(self, kind: Kind, raw: str, line: int) -> None:
         value = self._expand(raw, self._known())
@@ -492,16 +568,20 @@ class _Walker:
 
     def _script(self, text: Text) -> _Script:
         assert self.stage is not None
-        values = {name: _Value(text) for name, text in self._known().items()}
-        return _Script(text, values, False, {(): self.stage.workdir})
+        return _Script(text, {}, self._known(), False, {_ROOT: self.stage.workdir})
 
     def _shell(self, text: Text, script: _Script | None = None) -> None:
         """Walk the shell script ``text``: a RUN line's (``script``: one started by another)."""
-        marks = ("pip", "git", "curl", "wget", "aria2", "$")
-        if not self.record and not any(mark in text.value for mark in marks):
+        if not self.record and not any(mark in text.value for mark in _MARKS):
             return  # nothing here can fetch anything (and a 5 MB `a && a && ...` costs nothing)
         script = script or self._script(text)
-        items = shell.parse(text.value, (lambda _: True) if self.record else _wanted)
+        try:
+            items = shell.parse(text.value, (lambda _: True) if self.record else _wanted)
+        except shell.TooDeep as deep:
+            line = text.line_at(deep.offset)
+            raise Unchecked(f"{self.file}:{line}: not audited: commands nested more than "
+                            f"{MAX_NESTING} deep (in $(...), subshells, if, case or ||), "
+                            "the most it reads") from None  # fmt: skip
         script.verified = any(
             isinstance(item, shell.Command) and _checks_sum(item) for item in items
         )
@@ -525,17 +605,15 @@ class _Walker:
     def _commands_in(self, script: _Script, value: Expanded, raw: str) -> str:
         """``value`` with the variables set from a command written as that command
         (``W=$(ls /w/*.whl); pip install $W``: ``$(ls /w/*.whl)``), for what it names."""
-        commands = {n: v.text for n, v in script.values.items() if v.origin is _Origin.COMMAND}
-        if not value.unset & commands.keys():
+        if all(script.origin(name) is not _Origin.COMMAND for name in value.unset):
             return value.value
-        return self._expand(raw, {**{n: v.text for n, v in script.visible().items()}, **commands},
-                            shell_word=True).value  # fmt: skip
+        return self._expand(raw, _Seen(script, commands=True), shell_word=True).value
 
     def _shell_word(self, script: _Script, raw: str) -> Expanded:
         """A shell word's value; what the variables it uses still depend on goes with it."""
-        visible = script.visible()
-        value = self._expand(raw, {n: v.text for n, v in visible.items()}, shell_word=True)
-        unset = value.unset.union(*(visible[name].unset for name in value.used))
+        value = self._expand(raw, _Seen(script), shell_word=True)
+        found = (script.lookup(name) for name in value.used)
+        unset = value.unset.union(*(used.unset for used in found if used is not None))
         return dataclasses.replace(value, unset=unset) if unset != value.unset else value
 
     def _command(self, script: _Script, command: shell.Command, literal: bool = False) -> None:
@@ -562,6 +640,8 @@ class _Walker:
             self._downloads(script, words)
         elif name in _SHELLS and (at := _script_argument(values)) is not None:
             self._nested(script, command.scopes, words[at])
+        elif (manager := managers.BY_COMMAND.get(name)) is not None:
+            self._install(script, manager, words)
         elif not words[0][0].known and _PIP_NAME.search(words[0][1].text):
             self._maybe_pip(script, words)  # "$VENV_PIP" install ...: which pip, the build says
         else:
@@ -600,13 +680,8 @@ class _Walker:
             text = Text(value.value, nested.starts, nested.lines)
         else:
             return
-        here = script.visible()
-        values = {  # what it surely sees here is set from its start
-            name: dataclasses.replace(known, branches=())
-            for name, known in script.values.items()
-            if known.origin is not None or name in here
-        }
-        self._shell(text, _Script(text, values, False, {(): _cwd(script, scopes)}))
+        cwd = {_ROOT: _cwd(script, scopes)}
+        self._shell(text, _Script(text, {}, script.outer, False, cwd, parent=script))
 
     def _cd(
         self, script: _Script, scopes: tuple[int, ...], args: list[tuple[Expanded, shell.Word]]
@@ -616,7 +691,7 @@ class _Walker:
         path = None
         if target.known and cwd is not None:
             path = posixpath.normpath(posixpath.join(cwd, target.value))
-        script.cwd[scopes] = path
+        script.cwd[scopes[-1] if scopes else _ROOT] = path
 
     # ------------------------------------------------------------ git
 
@@ -730,9 +805,7 @@ class _Walker:
             value, word = args[indexes[at]]
             # `name @ url` written as three words: one requirement.
             if at + 2 < len(indexes) and values[indexes[at + 1]] == "@":
-                url = args[indexes[at + 2]][0]
-                value = Expanded(f"{value.value} @ {url.value}", value.used | url.used,
-                                 value.unset | url.unset, value.dynamic or url.dynamic)  # fmt: skip
+                value = _joined(value, " @ ", args[indexes[at + 2]][0])
                 at += 2
             editable = indexes[at] in parsed.editable
             at += 1
@@ -745,11 +818,8 @@ class _Walker:
                 # `torch[device-${arch}]==2.1`: which extra varies, not which version
                 unknown, requirement = [], _EXTRAS.sub("[extra]", requirement)
             if unknown:
-                ranged = _written_range(requirement)
-                problems = (
-                    (f"pinned to a range ({ranged}) whatever its variables hold, not one "
-                     "version",) if ranged else ()
-                )  # fmt: skip
+                ranged = pipargs.written_range(requirement)
+                problems = (ranged,) if ranged else ()
                 self._add_finding(Finding(Kind.PIP, line, value.value, problems, tuple(unknown)),
                                   self._vars(value))  # fmt: skip
                 continue
@@ -758,6 +828,29 @@ class _Walker:
                 continue
             problems = (judged.problem,) if judged.problem else ()
             self._add_finding(Finding(Kind.PIP, line, shown, problems), self._vars(value))
+
+    def _install(
+        self, script: _Script, manager: managers.Manager, words: list[tuple[Expanded, shell.Word]]
+    ) -> None:
+        """apt, pipx, conda, npm, cargo, go: each package it installs from a registry, judged
+        as pip's are (one with a variable is unknown, never guessed)."""
+        found = managers.install_arguments(manager, [value.value for value, _ in words[1:]])
+        if found is None:
+            return
+        version = None if found.version is None else _option_value(words[1 + found.version][0])
+        for at in found.packages:
+            value, word = words[1 + at]
+            value = _option_value(value)
+            if version is not None:  # cargo install x --version 1.2: x@1.2
+                value = _joined(value, "@", version)
+            judged = managers.judge(manager, value.value)
+            if judged.verdict is pipargs.Verdict.LOCAL:
+                continue
+            unknown = self._unknown(value, None, script)
+            problem = managers.loose(manager, value.value) if unknown else judged.problem
+            finding = Finding(Kind(manager.name), script.text.line_at(word.offset), value.value,
+                              (problem,) if problem else (), tuple(unknown))  # fmt: skip
+            self._add_finding(finding, self._vars(value))
 
     def _downloads(self, script: _Script, words: list[tuple[Expanded, shell.Word]]) -> None:
         """curl, wget, aria2c: each argument that is not an option's value is a URL to fetch
@@ -828,7 +921,9 @@ class _Walker:
         for var in through:
             self.used.add(id(var))
             places.append(Place(var.line, f"{'ENV' if var.env else 'ARG'} {var.name}"))
-        finding = dataclasses.replace(finding, also=tuple(dict.fromkeys((*finding.also, *places))))
+        if places:  # (most findings come through no variable: no copy for them)
+            also = tuple(dict.fromkeys((*finding.also, *places)))
+            finding = dataclasses.replace(finding, also=also)
         self.found.append((finding.line, len(self.found), finding))
 
     def findings(self) -> tuple[Finding, ...]:
@@ -879,9 +974,22 @@ def _wanted(name: str) -> bool:
     base = posixpath.basename(name)
     return (
         base in ("cd", "git", "pip", "uv") or base in _WRAPPERS or base in _DOWNLOADERS
-        or base in _SHELLS or base in _CHECKSUMS
+        or base in _SHELLS or base in _CHECKSUMS or base in managers.BY_COMMAND
         or base.startswith(("pip", "python")) or base.endswith(".sh") or "$" in name
     )  # fmt: skip
+
+
+def _joined(first: Expanded, between: str, second: Expanded) -> Expanded:
+    """Two words read as one (pip's ``name @ url``; cargo's ``x --version 1.2``: ``x@1.2``)."""
+    return Expanded(f"{first.value}{between}{second.value}", first.used | second.used,
+                    first.unset | second.unset, first.dynamic or second.dynamic)  # fmt: skip
+
+
+def _option_value(value: Expanded) -> Expanded:
+    """What an option word gives: ``--version=1.2`` gives ``1.2``; any other word, itself."""
+    if not value.value.startswith("-"):
+        return value
+    return dataclasses.replace(value, value=value.value.partition("=")[2])
 
 
 def _split(value: Expanded, word: shell.Word) -> list[tuple[Expanded, shell.Word]]:
@@ -1007,30 +1115,16 @@ def _local_substitution(requirement: str) -> bool:
     )
 
 
-_VARIABLE = re.compile(r"\$\{[^}]*\}|\$\w+")
-_RANGE_OPERATOR = re.compile(r"~=|!=|>=|<=|(?<![<>=!~])[<>](?!=)")
-
-
-def _written_range(requirement: str) -> str:
-    """The range operators a requirement with variables has in its own text (``x${V}>=${W}``:
-    ``>=``), which make it a range whatever the variables hold; "" when it has an ``==`` or
-    none."""
-    written = _VARIABLE.sub("", requirement.split(";", 1)[0])
-    if "==" in written:
-        return ""
-    return ", ".join(_RANGE_OPERATOR.findall(written))
-
-
 def _only_in_extras(requirement: str) -> bool:
     """Whether every ``$`` of a requirement sits inside its ``[extras]``."""
     return "$" in requirement and "$" not in _EXTRAS.sub("", requirement)
 
 
 def _cwd(script: _Script, scopes: tuple[int, ...]) -> str | None:
-    for depth in range(len(scopes), -1, -1):
-        if scopes[:depth] in script.cwd:
-            return script.cwd[scopes[:depth]]
-    return None
+    """Where a command in ``scopes`` runs: where the innermost of them with a ``cd`` went."""
+    cwd = script.cwd
+    scope = next((scope for scope in reversed(scopes) if scope in cwd), _ROOT)
+    return cwd.get(scope)
 
 
 def _repo_dir(url: str) -> str:

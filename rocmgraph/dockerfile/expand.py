@@ -28,8 +28,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!0-]")
 _PAIRS = (":-", ":+", ":?", "##", "%%", "//")
 _OPERATORS = (*_PAIRS, "-", "+", "?", "#", "%", "/")
 _LONG_VALUE = 4096  # prefix/suffix patterns are tried at every cut: only on short values
-# ${V:-${W:-...}} nested deeper than any real word is kept as written (dynamic): each level
-# is a few frames of Python's stack, which a fuzzed 6 KB line would otherwise exhaust.
+# Deeper than any real script nests. ${V:-${W:-...}} past it is kept as written (dynamic):
+# each level is a few frames of Python's stack, which a fuzzed 6 KB line would otherwise
+# exhaust. Commands nested past it are refused (rocmgraph.dockerfile.shell).
 MAX_NESTING = 100
 
 
@@ -59,6 +60,8 @@ def expand(
 ) -> Expanded:
     """The value of ``word``. ``shell``: it is a shell word (a RUN line), where the
     backquote substitutes a command; in Dockerfile words it is the escape or literal."""
+    if _LITERAL[(escape, "")].fullmatch(word):
+        return Expanded(word)  # nothing to substitute (most words): no scan
     state = _State()
     value, _ = _Scanner(word, env, escape, shell, state).run(0, "")
     return Expanded(
@@ -211,28 +214,26 @@ class _Scanner:
         return raw
 
 
+# A quoted run, an escaped character, or a bracket: what matters in finding a closing one.
+_BRACKET_TOKENS = {
+    opening: re.compile(rf"'[^']*'?|\\.?|[{re.escape(opening + closing)}]", re.DOTALL)
+    for opening, closing in (("(", ")"), ("{", "}"))
+}
+
+
 def _matching(text: str, at: int) -> int:
     """After the bracket that closes the one at ``at`` (``(`` or ``{``), quotes respected."""
     opening = text[at]
-    closing = ")" if opening == "(" else "}"
-    depth, end = 0, len(text)
-    while at < end:
-        char = text[at]
-        if char == "\\":
-            at += 2
-            continue
-        if char == "'":
-            close = text.find("'", at + 1)
-            at = end if close < 0 else close + 1
-            continue
-        if char == opening:
+    depth = 0
+    for token in _BRACKET_TOKENS[opening].finditer(text, at):
+        mark = token.group()
+        if mark == opening:
             depth += 1
-        elif char == closing:
+        elif len(mark) == 1 and mark in ")}":
             depth -= 1
             if depth == 0:
-                return at + 1
-        at += 1
-    return end
+                return token.end()
+    return len(text)
 
 
 def _trim(value: str, pattern: str, *, longest: bool, prefix: bool) -> str:

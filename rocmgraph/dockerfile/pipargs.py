@@ -179,3 +179,17 @@ def _judge_url(url: str, hashes: bool) -> Judged:
     if _HASH.search(url) or hashes:
         return Judged(Verdict.PINNED)
     return Judged(Verdict.UNPINNED, "installs a URL whose content no hash checks")
+
+
+_VARIABLE = re.compile(r"\$\{[^}]*\}|\$\w+")
+_RANGE_OPERATOR = re.compile(r"~=|!=|>=|<=|(?<![<>=!~])[<>](?!=)")
+
+
+def written_range(requirement: str) -> str:
+    """Why a requirement with variables is a range whatever they hold: the range operators of
+    its own text (``x${V}>=${W}``: ``>=``); "" when it has an ``==`` or none."""
+    written = _VARIABLE.sub("", requirement.split(";", 1)[0])
+    ranged = ", ".join(_RANGE_OPERATOR.findall(written)) if "==" not in written else ""
+    if not ranged:
+        return ""
+    return f"pinned to a range ({ranged}) whatever its variables hold, not one version"

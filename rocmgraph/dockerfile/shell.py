@@ -4,8 +4,10 @@ A real shell grammar (tree-sitter's bash grammar) parses the script, so
 commands after ``then``/``else``, in ``;``, ``&&``, ``||`` and ``|`` chains,
 in loops, ``case`` arms, functions, subshells and ``$(...)`` are all found,
 and quoting is the shell's. The grammar recovers from what it cannot parse, so
-a script is never refused; it parses in linear time, and nesting depth costs
-no recursion here.
+a script is never refused for its syntax; it parses in linear time, and nesting
+costs no recursion here. Commands nested more than MAX_NESTING deep (in ``$(...)``,
+subshells, if/case arms, ``||``) are refused (``TooDeep``): each would carry the
+text of all those inside it, which grows with the square of the depth.
 
 What comes out is flat and plain: each command's words as written (with
 their offsets, for line numbers), the ``NAME=value`` words before it, and the
@@ -20,8 +22,10 @@ import bisect
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from rocmgraph.dockerfile.expand import MAX_NESTING
 
 _SCOPES = frozenset({"subshell", "pipeline", "command_substitution", "process_substitution"})
 # What can hold a command inside a word: $(...), `...`, <(...).
@@ -59,6 +63,14 @@ class Assignment:
 Item = Command | Assignment
 
 
+class TooDeep(Exception):
+    """Commands nested more than MAX_NESTING deep; ``offset``: where the level past it opens."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"commands nested more than {MAX_NESTING} deep at character {offset}")
+        self.offset = offset
+
+
 @functools.cache
 def _parser() -> Any:
     # tree-sitter loads a compiled grammar: made once per process, when first needed.
@@ -78,18 +90,19 @@ def parse(script: str, wanted: Callable[[str], bool] = lambda _: True) -> list[I
     data = script.encode("utf-8", "surrogateescape")
     cursor = _parser().parse(data).walk()
     visit = _Visitor(data, _Offsets(script, data), wanted)
-    open_scopes: list[tuple[int, int]] = []  # (depth, id) of the subshells around us
-    open_branches: list[tuple[int, int]] = []  # (depth, id) of the branches around us
+    scopes, branches = _Open(), _Open()  # the subshells and the branches around us
     depth = 0
     while True:
         node = cursor.node
         kind = node.type
         if kind in _SCOPES:
-            open_scopes.append((depth, node.start_byte * 2 + (kind == "pipeline")))
+            scopes.push(depth, node.start_byte * 2 + (kind == "pipeline"))
         elif kind in _ARMS:
-            _open_arm(node, depth, open_branches)
-        visit.branches = tuple(branch for _, branch in open_branches)
-        descend = visit(node, tuple(scope for _, scope in open_scopes))
+            _open_arm(node, depth, branches)
+        if len(scopes.stack) + len(branches.stack) > MAX_NESTING:
+            raise TooDeep(visit.offset(node.start_byte))
+        visit.branches = branches.ids
+        descend = visit(node, scopes.ids)
         if descend and cursor.goto_first_child():
             depth += 1
             continue
@@ -97,15 +110,33 @@ def parse(script: str, wanted: Callable[[str], bool] = lambda _: True) -> list[I
             if not cursor.goto_parent():
                 return visit.items
             depth -= 1
-        for opened in (open_scopes, open_branches):
-            while opened and opened[-1][0] >= depth:
-                opened.pop()  # what we left ran in them; what comes next does not
+        scopes.leave(depth)
+        branches.leave(depth)
+
+
+@dataclass
+class _Open:
+    """The subshells (or branches) the walk is inside, outermost first: the depth and id of
+    each, and their ids (made again only when they change: a node costs no copy of them)."""
+
+    stack: list[tuple[int, int]] = field(default_factory=list)
+    ids: tuple[int, ...] = ()
+
+    def push(self, depth: int, ident: int) -> None:
+        self.stack.append((depth, ident))
+        self.ids = (*self.ids, ident)
+
+    def leave(self, depth: int) -> None:
+        """The walk is back at ``depth``: what it left ran in them, what comes next does not."""
+        while self.stack and self.stack[-1][0] >= depth:
+            self.stack.pop()
+        self.ids = self.ids[: len(self.stack)]  # (all of it: the same tuple, not a copy)
 
 
 _ARMS = frozenset({"then", "elif_clause", "else_clause", "case_item", "||"})
 
 
-def _open_arm(node: Any, depth: int, open_branches: list[tuple[int, int]]) -> None:
+def _open_arm(node: Any, depth: int, branches: _Open) -> None:
     """A branch starts: an if's `then` part, an elif or else, a case arm, the right of ||.
 
     Each is open while what follows it in its parent is walked: `then` and `||` are
@@ -116,18 +147,14 @@ def _open_arm(node: Any, depth: int, open_branches: list[tuple[int, int]]) -> No
     parent = node.parent
     if kind == "then":
         if parent is not None and parent.type == "if_statement":
-            open_branches.append((depth - 1, node.start_byte))
+            branches.push(depth - 1, node.start_byte)
         return
     if kind == "||":
-        open_branches.append((depth - 1, node.end_byte))
+        branches.push(depth - 1, node.end_byte)
         return
-    if (
-        kind in ("elif_clause", "else_clause")
-        and open_branches
-        and open_branches[-1][0] == depth - 1
-    ):
-        open_branches.pop()  # the `then` part (or the elif before) ends here
-    open_branches.append((depth, node.start_byte))
+    if kind in ("elif_clause", "else_clause"):
+        branches.leave(depth - 1)  # the `then` part (or the elif before) ends here
+    branches.push(depth, node.start_byte)
 
 
 _LEAVES = frozenset({"word", "raw_string", "number", "comment", "heredoc_body"})

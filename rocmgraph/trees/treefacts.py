@@ -339,8 +339,12 @@ def shell_fetches(read: Read, script: str) -> list[Fetch]:
     text = read(script)
     if text is None:
         return []
+    try:
+        items = shell.parse(text)
+    except shell.TooDeep:
+        return []  # nested past what is read: no facts, as from a setup.py Python cannot parse
     found = []
-    for item in shell.parse(text):
+    for item in items:
         if not isinstance(item, shell.Command) or not item.words:
             continue
         words = [word.text.strip("\"'") for word in item.words]

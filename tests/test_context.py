@@ -199,3 +199,74 @@ def test_a_source_enters_its_context_as_links_and_its_patch_leaves_the_cache_alo
     assert (tree / patched).stat().st_ino != (cached / patched).stat().st_ino
     status = ["git", "-C", str(cached), "status", "--porcelain", "--untracked-files=all"]
     assert subprocess.run(status, capture_output=True, text=True, check=True).stdout == ""
+
+
+def dates(root: Path) -> dict[str, int]:
+    """Each file's mtime (ns), by its path under ``root``."""
+    return {
+        path.relative_to(root).as_posix(): path.lstat().st_mtime_ns
+        for path in root.rglob("*")
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+def test_a_context_s_files_are_dated_by_their_content(
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """BuildKit sends a file of a context folder it has read before only if its size or mtime
+    changed: the same bytes keep one mtime, other bytes get another. A stored wheel changed
+    with its size, mtime and inode kept is found as the context is made, and fetched again."""
+    run = locked_run(world, monkeypatch)
+    first = prepare(run, "wheels", tmp_path / "first")
+    for name, mtime in dates(first).items():
+        assert mtime == fsutil.content_mtime(fsutil.sha256_file(first / name)), name
+    torch = run.pins.wheels["torch"]
+    stored = Outside().store.path(torch.sha256, torch.file)
+    status = stored.stat()
+    with stored.open("r+b") as changed:
+        changed.write(b"X")
+    os.utime(stored, ns=(status.st_atime_ns, status.st_mtime_ns))
+    flipped = fsutil.sha256_file(stored)
+    capsys.readouterr()
+    second = prepare(run, "wheels", tmp_path / "second")
+    assert capsys.readouterr().err == (
+        f"warning: {stored} has sha256 {flipped}, not the {torch.sha256} it was stored under; "
+        "fetching it again\n"
+    )
+    assert fsutil.sha256_file(second / "wheels" / torch.file) == torch.sha256
+    assert dates(second) == dates(first)  # the same bytes: nothing for BuildKit to send again
+
+
+def test_content_times_date_the_context_s_own_files_not_those_linked_in(tmp_path: Path) -> None:
+    store, context = tmp_path / "store", tmp_path / "context"
+    store.mkdir()
+    context.mkdir()
+    (store / "wheel.whl").write_bytes(b"wheel")
+    os.utime(store / "wheel.whl", ns=(1, 1))
+    os.link(store / "wheel.whl", context / "wheel.whl")  # its owner dates it, as it checks it
+    (context / "Dockerfile").write_text("FROM scratch\n")
+    (context / "link").symlink_to("Dockerfile")
+    fsutil.content_times(context)
+    sha = fsutil.sha256_file(context / "Dockerfile")
+    assert dates(context) == {"Dockerfile": fsutil.content_mtime(sha), "wheel.whl": 1}
+    (context / "Dockerfile").write_text("FROM other\n")  # other bytes, of the same size
+    fsutil.content_times(context)
+    assert dates(context)["Dockerfile"] != fsutil.content_mtime(sha)
+
+
+def test_a_copy_is_hashed_as_it_is_written_and_never_written_through_a_link(
+    tmp_path: Path,
+) -> None:
+    source, dest = tmp_path / "source", tmp_path / "dest"
+    source.write_bytes(b"wheel")
+    source.chmod(0o600)
+    kept = tmp_path / "kept"
+    kept.write_bytes(b"the store's")
+    os.link(kept, dest)  # a link to a file of the store was there
+    assert fsutil.copy_hashed(source, dest) == fsutil.sha256_file(source)
+    assert dest.read_bytes() == b"wheel"
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o600
+    assert kept.read_bytes() == b"the store's"

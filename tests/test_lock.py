@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import PINS, run_doit
+from conftest import PINS, edit_toml, run_doit
 from servers import git
 from world import KEY, WHEELS, World, make_world, values_blanked, wheel_bytes
 
@@ -83,6 +83,28 @@ def test_lock_that_cannot_reach_an_index_writes_what_it_found_and_fails(world: W
         result.stdout
     )
     assert pins.load(world.pins).sources["aiter"].commit == world.commits["aiter"]
+
+
+def test_lock_names_the_nearest_files_listed_beside_a_pinned_file_its_index_lacks(
+    world: World,
+) -> None:
+    """A file pinned by hand that the index does not list (a build replaced, a typo): lock
+    names the files the index lists nearest it, and downloads nothing for it."""
+    unlisted = "torch-2.12.0+rocm7.14.0.lw.git00000000-cp312-cp312-linux_x86_64.whl"
+    world.pins.write_text(edit_toml(world.pins_text(), ["wheels", "torch", "file"], unlisted))
+    result = run_doit("lock", f"pins={world.pins}", env=world.env)
+    assert result.returncode == 1
+    assert result.stderr == "error: 1 values could not be resolved; see above\n"
+    lines = [line for line in result.stdout.splitlines() if line.startswith("left open ")]
+    assert lines == [
+        f"left open [wheels.torch].file: [wheels.torch].file {unlisted} is not listed in "
+        f"{world.server.url}/rocm-rel-7.14/; nearest published: {world.wheels['torch']}; pin "
+        "one in [wheels.torch].file",
+        "left open [wheels.torch].sha256: sha256 unknown; `doit lock` records it at first download",
+    ]
+    locked = pins.load(world.pins).wheels
+    assert (locked["torch"].file, locked["torch"].sha256) == (unlisted, "")
+    assert locked["triton"].sha256  # the others are locked all the same
 
 
 # repo.radeon.com's rocm-rel-7.14 folder as it names its files: torch and triton at the

@@ -108,6 +108,59 @@ def test_a_step_goes_to_its_stage_whichever_build_ran_it() -> None:
     }
 
 
+# The build of prune in a solve of base, rocm, wheels and prune, as docker 20.10 prints it
+# (--progress=plain): it fails at wheels' pip install, which found a wheel with other bytes.
+PRUNE_FAILS_AT_WHEELS = ROOT / "tests" / "fixtures" / "buildkit" / "prune-fails-at-wheels.log"
+OWNERS = {"base": "base", "rocm": "rocm", "wheels": "wheels", "pruning": "prune", "prune": "prune"}
+
+
+def failed_at(lines: list[str], build: str = "prune") -> str:
+    router = Router(OWNERS, lambda stage, line: None)
+    for line in lines:
+        router.feed(build, line)
+    return router.failed(build)
+
+
+def test_a_build_that_fails_at_another_stage_s_step_names_that_stage() -> None:
+    lines = PRUNE_FAILS_AT_WHEELS.read_text().splitlines()
+    assert failed_at(lines) == "wheels"
+    before = lines[: lines.index("------")]
+    assert failed_at(before) == "prune"  # no summary yet: its own, as far as it can tell
+    # buildx's summary (BuildKit 0.11 on): the step's lines without their "#14 ", then where
+    # in the Dockerfile, between longer dashes
+    newer = [
+        "#14 ERROR: process \"/bin/sh -c pip install --no-index ...\" did not complete "
+        "successfully: exit code: 1",
+        "------",
+        " > [wheels 2/2] RUN --mount=type=bind,source=wheels,target=/tmp/wheels     pip "
+        "install --no-index ...:",
+        "0.871 ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. ...",
+        "------",
+        "Dockerfile:93",
+        "--------------------",
+        "  92 |     # closure's page of links, named here as in pip's configuration).",
+        "  93 | >>> RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\",
+        "--------------------",
+        "ERROR: failed to solve: process \"/bin/sh -c pip install ...\" did not complete "
+        "successfully: exit code: 1",
+    ]  # fmt: skip
+    assert failed_at(newer) == "wheels"
+
+
+def test_a_step_of_no_stage_that_fails_is_the_build_s_own() -> None:
+    lines = [
+        "#5 [internal] load build context",
+        "#5 ERROR: failed to walk /home/me/.build/contexts/prune/wheels: permission denied",
+        "------",
+        " > [internal] load build context:",
+        "------",
+        "failed to walk /home/me/.build/contexts/prune/wheels: permission denied",
+    ]
+    assert failed_at(lines) == "prune"
+    # a file of one stage: "[ 8/13]", no stage named
+    assert failed_at(["------", " > [ 8/13] RUN make:", "------"], "vllm") == "vllm"
+
+
 def test_a_file_of_one_stage_names_no_stage_in_its_steps() -> None:
     told = route([("vllm", "#4 [1/4] FROM docker.io/x"), ("vllm", "#4 CACHED")])
     assert told == {"vllm": ["#1 [1/4] FROM docker.io/x", "#1 CACHED"]}

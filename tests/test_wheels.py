@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,10 @@ from hypothesis import strategies as st
 from packaging.version import Version
 from servers import LoopbackServer, Route
 
+from rocmgraph.common import fsutil
 from rocmgraph.common.errors import FetchError
 from rocmgraph.config.pins import Wheel
-from rocmgraph.fetch.store import Store
+from rocmgraph.fetch.store import Store, Stored
 from rocmgraph.outside.http import Http
 from wheels import index
 
@@ -90,7 +92,8 @@ def test_no_match_and_unlisted_file_are_one_line() -> None:
         index.resolve("torch", wheel(file="torch-9-cp312-cp312-linux_x86_64.whl"), files, "3.12")
     assert str(caught.value) == (
         "[wheels.torch].file torch-9-cp312-cp312-linux_x86_64.whl is not listed in "
-        "https://repo.radeon.com/rocm/manylinux/rocm-rel-7.14/"
+        f"https://repo.radeon.com/rocm/manylinux/rocm-rel-7.14/; nearest published: {TORCH_A}, "
+        f"{TORCH_B}; pin one in [wheels.torch].file"
     )
 
 
@@ -156,6 +159,30 @@ def test_not_found_lists_the_nearest_versions_published(case: str) -> None:
     assert str(caught.value) == (
         f"[wheels.torch]: no wheel of torch {asked} for cp312 x86_64 is listed in {INDEX_702}; "
         f"nearest published: {listed}; pin one in [wheels.torch].version"
+    )
+
+
+def test_an_unlisted_file_names_the_nearest_files_listed() -> None:
+    """A build of 2.8.0 the folder does not hold (replaced, or mistyped): the files of the
+    nearest versions, its own release's builds first; none for another Python."""
+    unlisted = "torch-2.8.0+rocm7.0.2.lw.git0000000a-cp312-cp312-linux_x86_64.whl"
+    with pytest.raises(index.Unresolved) as caught:
+        index.resolve("torch", wheel(file=unlisted, idx=INDEX_702), FILES_702, "3.12")
+    assert str(caught.value) == (
+        f"[wheels.torch].file {unlisted} is not listed in {INDEX_702}; nearest published: "
+        "torch-2.8.0rc3+rocm7.0.2.lw.git00aa11bb-cp312-cp312-linux_x86_64.whl, "
+        "torch-2.8.0+rocm7.0.2.lw.git245bf6ed-cp312-cp312-linux_x86_64.whl, "
+        "torch-2.8.0+rocm7.0.2.lw.git9e0a1b2c-cp312-cp312-linux_x86_64.whl, "
+        "torch-2.7.1+rocm7.0.2.lw.git3c4d5e6f-cp312-cp312-linux_x86_64.whl, "
+        "torch-2.9.0+rocm7.0.2.lw.gitdeadbeef-cp312-cp312-linux_x86_64.whl; "
+        "pin one in [wheels.torch].file"
+    )
+    cp313 = unlisted.replace("cp312", "cp313")
+    with pytest.raises(index.Unresolved) as caught:
+        index.resolve("torch", wheel(file=cp313, idx=INDEX_702), FILES_702, "3.13")
+    assert str(caught.value) == (
+        f"[wheels.torch].file {cp313} is not listed in {INDEX_702}; "
+        "it lists no torch wheel for cp313 x86_64"
     )
 
 
@@ -288,3 +315,81 @@ def test_a_stored_file_that_changed_is_fetched_again_with_one_warning(
         f"warning: {stored.path} has sha256 {changed}, not the {SHA} it was stored under; "
         "fetching it again\n"
     )
+
+
+def flip_in_place(path: Path) -> str:
+    """One byte of ``path`` changed with its size, mtime and inode kept (a bad disk, or a hand
+    through a context's hard link): what the store's stamp cannot see. Its sha256 now."""
+    status = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with path.open("r+b") as changed:
+        changed.write(data)
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert path.stat().st_ino == status.st_ino
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_what_a_build_is_given_is_hashed_as_it_is_linked_and_dated_by_its_content(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reproduction: a stored wheel's bytes flipped, its size, mtime and inode kept. The
+    stamp trusts it; a build's context does not: it is fetched again, with one warning."""
+    context = tmp_path / "context"
+    context.mkdir()
+    with LoopbackServer() as server:
+        route = server.routes["/t/w.whl"] = Route(BODY)
+        url, store = f"{server.url}/t/w.whl", Store(tmp_path / "store", quick())
+        stored = store.provide(url, "w.whl", SHA, "wheel torch", context / "first.whl")
+        assert stored.path == store.path(SHA, "w.whl")
+        given = context / "first.whl"
+        assert given.stat().st_ino == stored.path.stat().st_ino  # a link: no GBs copied
+        assert given.stat().st_mtime_ns == fsutil.content_mtime(SHA)
+        changed = flip_in_place(stored.path)
+        assert store.fetch(url, "w.whl", SHA, "wheel torch") == stored  # the stamp cannot tell
+        assert route.hits == 1
+        store.provide(url, "w.whl", SHA, "wheel torch", context / "second.whl")
+        assert route.hits == 2
+    again = context / "second.whl"
+    assert again.read_bytes() == stored.path.read_bytes() == BODY
+    assert again.stat().st_mtime_ns == fsutil.content_mtime(SHA)
+    assert capsys.readouterr().err == (
+        f"warning: {stored.path} has sha256 {changed}, not the {SHA} it was stored under; "
+        "fetching it again\n"
+    )
+    other = hashlib.sha256(b"other bytes").hexdigest()  # other bytes: another mtime
+    assert fsutil.content_mtime(other) != fsutil.content_mtime(SHA)
+    assert fsutil.content_mtime(SHA) >= (315532800 + 86400) * 10**9  # a zip can date it
+
+
+def test_a_build_on_another_file_system_is_given_a_copy_hashed_as_it_is_copied(
+    tmp_path: Path,
+) -> None:
+    """$VERL_GRAPH_CACHE on another disk than the build's state: no hard link can be made."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system here")
+    with LoopbackServer() as server, tempfile.TemporaryDirectory(dir=shm) as other:
+        server.routes["/w.whl"] = Route(BODY)
+        store = Store(tmp_path / "store", quick())
+        stored = store.provide(f"{server.url}/w.whl", "w.whl", SHA, "wheel", Path(other) / "w")
+        given = Path(other) / "w"
+        assert given.stat().st_ino != stored.path.stat().st_ino
+        assert given.read_bytes() == BODY
+        assert given.stat().st_mtime_ns == fsutil.content_mtime(SHA)
+        flip_in_place(stored.path)
+        given.unlink()
+        store.provide(f"{server.url}/w.whl", "w.whl", SHA, "wheel", given)  # fetched again
+        assert given.read_bytes() == BODY
+
+
+def test_a_stored_file_a_build_found_wrong_is_checked_again(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.routes["/w.whl"] = Route(BODY)
+        store = Store(tmp_path, quick())
+        stored = store.fetch(f"{server.url}/w.whl", "w.whl", SHA, "wheel")
+    assert store.recheck(SHA) == stored  # it has its hash: the build was given other bytes
+    changed = flip_in_place(stored.path)
+    assert store.recheck(SHA) == Stored(stored.path, changed)
+    assert not stored.path.exists()  # removed: the next run fetches it again
+    assert store.recheck(SHA) is None  # the store holds none

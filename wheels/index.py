@@ -69,18 +69,21 @@ def resolve(name: str, wheel: Pin, files: dict[str, str], python: str) -> str:
     local version (``2.8.0+rocm7.0.2.lw.git245bf6ed``) to exactly that build.
     """
     where = f"[wheels.{name}]"
-    if wheel.file:
-        if wheel.file not in files:
-            raise Unresolved(f"{where}.file {wheel.file} is not listed in {wheel.index}")
-        return wheel.file
-    if not wheel.version:
-        raise Unresolved(f"{where}: neither file nor version is pinned; pin the version first")
-    pinned = Version(wheel.version)
     builds = [
         parsed
         for parsed in map(WheelName.parse, files)
         if parsed and parsed.project == canonicalize_name(name) and parsed.runs_on(python)
     ]
+    if wheel.file:
+        if wheel.file not in files:
+            raise Unresolved(
+                f"{where}.file {wheel.file} is not listed in {wheel.index}"
+                + _nearest_files(name, wheel, builds, python)
+            )
+        return wheel.file
+    if not wheel.version:
+        raise Unresolved(f"{where}: neither file nor version is pinned; pin the version first")
+    pinned = Version(wheel.version)
     matches = sorted(build.file for build in builds if version_fits(build.version, pinned))
     if not matches:
         published = nearest(pinned, {build.version for build in builds})
@@ -101,7 +104,24 @@ def resolve(name: str, wheel: Pin, files: dict[str, str], python: str) -> str:
     return matches[0]
 
 
-NEAREST = 5  # versions a "not found" names
+def _nearest_files(name: str, wheel: Pin, builds: list[WheelName], python: str) -> str:
+    """What a "not listed" adds: the listed files of the versions nearest the pinned file's
+    (``nearest``), or that there is none for ``python``."""
+    parsed = WheelName.parse(wheel.file)
+    pinned = parsed.version if parsed else Version(wheel.version or "0")
+    by_file = sorted(builds, key=lambda build: build.file)
+    listed = [
+        build.file
+        for version in nearest(pinned, {build.version for build in builds})
+        for build in by_file
+        if build.version == version
+    ][:NEAREST]
+    if not listed:
+        return f"; it lists no {name} wheel for {interpreter(python)} x86_64"
+    return f"; nearest published: {', '.join(listed)}; pin one in [wheels.{name}].file"
+
+
+NEAREST = 5  # versions (files) a "not found" ("not listed") names
 
 
 def nearest(pinned: Version, published: set[Version]) -> list[Version]:

@@ -13,11 +13,15 @@ Layout, relative to the context root:
 - ``closure/<stage>/python/``, ``closure/<stage>/apt/``: a sealed stage's closure (what its
   build fetched, rocmgraph/graph/closure.py), each file from the store, checked by sha256, with
   the hashes pip and apt check each file against again as they install it.
+
+Its files are dated by their content (fsutil.content_mtime; a source's keep its cache's, which
+is never written): BuildKit sends a file of a context folder it has read before only if its
+size or mtime changed, so bytes changed with both kept would reach the build no more than
+bytes put back would.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +30,7 @@ from rocmgraph.build import provenance, sbomfacts
 from rocmgraph.common import disk
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import FetchError, GraphToolError, LockError
-from rocmgraph.common.fsutil import git_modes, link_tree
+from rocmgraph.common.fsutil import content_times, git_modes, link_tree
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import KeyedRepo, Pins
 from rocmgraph.fetch.store import Store
@@ -76,6 +80,7 @@ def prepare_many(
         except GraphToolError as exc:
             failed[name] = exc
     git_modes(dest)  # COPY keeps modes: the host's umask must not reach an image
+    content_times(dest)
     return failed
 
 
@@ -149,7 +154,7 @@ def _sealed(stage: str, name: str, pins: Pins, tree: Path) -> None:
 
 
 def _closure(run: Run, store: Store, name: str, dest: Path) -> None:
-    """A sealed stage's closure, each file from the store (fetched there by its sha256)."""
+    """A sealed stage's closure, each file from the store (checked by its sha256)."""
     sealed = run.sealed(name)
     if sealed is None:
         return
@@ -157,8 +162,7 @@ def _closure(run: Run, store: Store, name: str, dest: Path) -> None:
         (dest / kind).mkdir(parents=True)
     for item in sealed.files:
         what = f"stage {name}: {item.name} {item.version} (its closure)"
-        stored = store.fetch(item.url, item.file, item.sha256, what)
-        _link(stored.path, dest / item.kind / item.file)
+        store.provide(item.url, item.file, item.sha256, what, dest / item.kind / item.file)
     (dest / LINKS).write_text(sealed.links_page(), encoding="utf-8")
     (dest / SUMS).write_text(sealed.sums(), encoding="utf-8")
 
@@ -171,10 +175,8 @@ def _wheels(pins: Pins, store: Store, dest: Path) -> None:
             raise FetchError(
                 f"stage wheels: [wheels.{name}] has no exact file and sha256 yet; run `doit lock`"
             )
-        stored = store.fetch(
-            index.file_url(wheel.index, wheel.file), wheel.file, wheel.sha256, f"wheel {name}"
-        )
-        _link(stored.path, dest / wheel.file)
+        url = index.file_url(wheel.index, wheel.file)
+        store.provide(url, wheel.file, wheel.sha256, f"wheel {name}", dest / wheel.file)
         lines.append(f"/tmp/wheels/{wheel.file} --hash=sha256:{wheel.sha256}\n")
     (dest / "requirements.txt").write_text("".join(lines), encoding="utf-8")
 
@@ -183,7 +185,7 @@ def _rocm_key(pins: Pins, store: Store, dest: Path) -> None:
     rocm = pins.rocm
     if not rocm.key_sha256:
         raise FetchError("stage rocm: [rocm].key_sha256 is not pinned yet; run `doit lock`")
-    _link(store.fetch(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key").path, dest)
+    store.provide(rocm.key_url, "rocm.gpg.key", rocm.key_sha256, "ROCm key", dest)
 
 
 def _repo_key(store: Store, name: str, repo: KeyedRepo, dest: Path) -> None:
@@ -191,13 +193,4 @@ def _repo_key(store: Store, name: str, repo: KeyedRepo, dest: Path) -> None:
         raise FetchError(
             f"stage base: [base.repos.{name}].key_sha256 is not pinned yet; run `doit lock`"
         )
-    stored = store.fetch(repo.key_url, f"{name}.asc", repo.key_sha256, f"{name} apt key")
-    _link(stored.path, dest)
-
-
-def _link(stored: Path, dest: Path) -> None:
-    """A hard link where the filesystem allows (a torch wheel is GBs), else a copy."""
-    try:
-        os.link(stored, dest)
-    except OSError:
-        shutil.copy2(stored, dest)
+    store.provide(repo.key_url, f"{name}.asc", repo.key_sha256, f"{name} apt key", dest)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import cast
 
-from rocmgraph.build import compilecache, records, trace, turns
+from rocmgraph.build import compilecache, failure, records, trace, turns
 from rocmgraph.build.ledger import Entry, Status
 from rocmgraph.build.session import Session
 from rocmgraph.common import disk, failpoints
@@ -329,7 +329,7 @@ class _Builds:
                 else:
                     errors[name], ended[name] = error, time.monotonic()
             for name in (name for name in wave if name in errors):
-                self._failed(name, errors, logs, ended[name] - started)
+                self._failed(name, router.failed(name), errors, logs, ended[name] - started)
         again = self._misbuilt(wave)
         self._record([name for name in wave if name in self.built])
         if not errors and not kept:
@@ -426,18 +426,22 @@ class _Builds:
         self.built.add(name)
 
     def _failed(
-        self, name: str, errors: dict[str, GraphToolError], logs: _StageLogs, seconds: float
-    ) -> None:
-        """Stage ``name``'s build failed: for its own step (said with the lines of its own
-        log, wherever that step ran), or because a stage before it in the solve did."""
+        self, name: str, step: str, errors: dict[str, GraphToolError], logs: _StageLogs,
+        seconds: float,
+    ) -> None:  # fmt: skip
+        """Stage ``name``'s build failed: at a step of stage ``step`` (its own, or one before
+        it in the solve: said as that stage's failure, with the lines of that stage's log,
+        wherever the step ran), or because a stage before it in the solve did."""
         cause = self._cause(name, errors)
         if cause is not None:
             self._fail(name, errors[cause])
             return
         error = errors[name]
         if isinstance(error, BuildFailed):
+            step = step if step in logs.stages else name
+            fix = _store_fixes(self.outside, logs.text(step))
             error = errors[name] = BuildFailed(
-                name, error.returncode, logs.last(name), logs.path(name)
+                step, error.returncode, logs.last(step), logs.path(step), fix
             )
         key = self.run.keys[name].short
         self.session.ledger.record(name, Entry(Status.FAILED, seconds, self.where, key=key))
@@ -509,6 +513,17 @@ def _run_all(
         yield ends.get()
 
 
+def _store_fixes(outside: Outside, log: str) -> tuple[str, ...]:
+    """What to do about each file of the store that pip refused for its hash in ``log``,
+    each checked again (one that lost its hash is removed, for the next run to fetch)."""
+    fixes = []
+    for mismatch in failure.hash_mismatches(log.splitlines()):
+        stored = outside.store.recheck(mismatch.expected)
+        if stored is not None:
+            fixes.append(failure.store_fix(mismatch, stored.path, stored.sha256))
+    return tuple(fixes)
+
+
 def _shares(engine: Engine, parent: str, child: str) -> bool:
     """Whether image ``child`` is built on the layers of image ``parent``."""
     below = engine.layers(parent)
@@ -527,6 +542,7 @@ class _StageLogs:
         from rocmgraph.outside.docker import TAIL, log_file
 
         self.session = session
+        self.stages = tuple(wave)
         self._paths = {name: log_file(folder, name, run.keys[name].key) for name in wave}
         self._files = {name: path.open("w", encoding="utf-8") for name, path in self._paths.items()}
         self._tails: dict[str, deque[str]] = {name: deque(maxlen=TAIL) for name in wave}

@@ -162,13 +162,16 @@ def _packages(pins: Pins, http: Http, asked: Set[PinPath], result: Result) -> No
 
 
 def _wheel(run: Run, outside: Outside, name: str, wheel: Wheel, result: Result) -> None:
-    """A wheel's file, found in its index by its version, and the file's sha256; with
-    neither file nor version pinned there is nothing to look up: the choice is the user's."""
+    """A wheel's file, found in its index by its version (a pinned one: found there, or
+    the nearest named), and the file's sha256; with neither file nor version pinned there
+    is nothing to look up: the choice is the user's."""
     if not wheel.file and not wheel.version:
         return
     python = run.pins.python.version
-    file = wheel.file or result.attempt(
-        ("wheels", name, "file"), "", lambda: _listed_file(outside.http, python, name, wheel)
+    file = result.attempt(
+        ("wheels", name, "file"),
+        wheel.file,
+        lambda: _listed_file(outside.http, python, name, wheel),
     )
     if file and not wheel.sha256:
         url = index.file_url(wheel.index, file)

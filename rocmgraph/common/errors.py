@@ -87,14 +87,17 @@ class EngineError(GraphToolError):
 
 
 class BuildFailed(EngineError):
-    """A build ran and failed: its stage, its exit status, its last lines and its log."""
+    """A build ran and failed: the stage whose step failed, the exit status, the stage's last
+    lines and its log; and what to do, where the host can tell (``fix``, a line each)."""
 
-    def __init__(self, stage: str, returncode: int, last: list[str], log: object) -> None:
-        self.stage, self.returncode, self.log = stage, returncode, log
+    def __init__(
+        self, stage: str, returncode: int, last: list[str], log: object, fix: tuple[str, ...] = ()
+    ) -> None:
+        self.stage, self.returncode, self.log, self.fix = stage, returncode, log, fix
         lines = "\n".join(f"  {line}" for line in last)
         super().__init__(
             f"stage {stage}: docker build failed (exit {returncode}); its last lines:\n"
-            f"{lines}\nfull log: {log}"
+            f"{lines}\nfull log: {log}" + "".join(f"\n{line}" for line in fix)
         )
 
 

@@ -1,5 +1,6 @@
 """File and directory writes that never leave half a file (or directory) behind, each one
-the disk refuses said as such (common/disk), and the modes a build context's files take."""
+the disk refuses said as such (common/disk), and the modes and mtimes a build context's
+files take."""
 
 from __future__ import annotations
 
@@ -95,6 +96,55 @@ def sha256_file(path: Path) -> str:
         while chunk := data.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def copy_hashed(source: Path, dest: Path) -> str:
+    """Copy ``source`` to ``dest`` (a new file; its mode too) and return the sha256 of the
+    bytes copied: what was written is what was hashed, in one read."""
+    digest = hashlib.sha256()
+    dest.unlink(missing_ok=True)  # a link to another file: never written through
+    with source.open("rb") as data, dest.open("xb") as out:
+        while chunk := data.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    shutil.copymode(source, dest)
+    return digest.hexdigest()
+
+
+# BuildKit sends a context file again only when its size or mtime (or mode) changed, never
+# for its bytes alone: a file dated by its content gets another mtime whenever it gets other
+# bytes. From 1980-01-02 (nothing earlier fits a zip, which a wheel built from the files is,
+# in any time zone) over 2**30 seconds, to the nanosecond.
+_FIRST_SECOND = 315532800 + 86400
+_SECONDS = 1 << 30
+
+
+def content_mtime(sha256: str) -> int:
+    """The mtime, in ns, of a context file whose bytes have ``sha256``."""
+    seconds = _FIRST_SECOND + int(sha256[:8], 16) % _SECONDS
+    return seconds * 10**9 + int(sha256[8:16], 16) % 10**9
+
+
+def date_by_content(path: Path, sha256: str) -> bool:
+    """Give ``path`` (whose bytes have ``sha256``) the mtime of its content; whether it had
+    another."""
+    facts, mtime = path.stat(), content_mtime(sha256)
+    if facts.st_mtime_ns == mtime:
+        return False
+    os.utime(path, ns=(facts.st_atime_ns, mtime))
+    return True
+
+
+def content_times(root: Path) -> None:
+    """Date every file under ``root`` by its content (``content_mtime``), but the files linked
+    in: a store file is dated by the store as it checks the file (Store.provide), and a
+    source's cache (by commit) is never written."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            facts = path.lstat()
+            if stat.S_ISREG(facts.st_mode) and facts.st_nlink == 1:
+                date_by_content(path, sha256_file(path))
 
 
 def git_modes(root: Path) -> None:

@@ -13,7 +13,8 @@ a sealed stage (built with the network off) after an open one it needs, and the 
 round: a build's network is one for all its steps, its parents' in the file included.
 
 The builds' outputs interleave, and a step two builds share prints its output in whichever
-build ran it: ``Router`` gives each stage's log the lines of its own steps.
+build ran it: ``Router`` gives each stage's log the lines of its own steps, and tells whose
+step failed a build (the build of one stage may fail at a step of another it is built on).
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def _first(graph: Graph, todo: set[str], sealed: set[str]) -> set[str]:
 _STEP = re.compile(r"^#(\d+) (\[(?:([\w.-]+)\s*)?(?:\d+/\d+)?\] .*)$")
 _LINE = re.compile(r"^#(\d+) (.*)$")
 _ENDS = ("DONE", "CACHED", "ERROR")
+# BuildKit's summary of the step that failed a build, at the end of its output: a line of
+# dashes, then " > [vllm_build 3/5] RUN pip install ...:" (its last lines follow). A step of
+# no stage ("[internal] load build context") is the build's own.
+_DASHES = "------"
+_SUMMARY = re.compile(r"^ > \[([\w.-]+)\s+\d+/\d+\] ")
 
 
 class Router:
@@ -82,6 +88,8 @@ class Router:
         self._numbers: dict[str, dict[str, int]] = {}  # stage -> step title -> #m
         self._said: dict[str, set[tuple[int, str]]] = {}  # stage -> (#m, line) told
         self._ended: set[tuple[str, int]] = set()
+        self._dashes: set[str] = set()  # the builds whose last line was a line of dashes
+        self._failed: dict[str, str] = {}  # build -> the stage whose step failed it
 
     def feed(self, build: str, line: str) -> None:
         """A line of the build of stage ``build``."""
@@ -90,7 +98,14 @@ class Router:
         if told is not None:
             self._tell(*told)
 
+    def failed(self, build: str) -> str:
+        """The stage whose step failed the build of stage ``build``: the owner of the step
+        BuildKit's summary names, else ``build`` itself."""
+        with self._lock:
+            return self._failed.get(build, build)
+
     def _route(self, build: str, line: str) -> tuple[str, str] | None:
+        self._summary(build, line)
         if not line.strip():
             return None  # BuildKit's blank lines between steps: each log gets its own
         if step := _STEP.match(line):
@@ -113,6 +128,15 @@ class Router:
         if not rest[:1].isdigit() and not self._first(build, owner, mine, rest):
             return None
         return owner, f"#{mine} {rest}"
+
+    def _summary(self, build: str, line: str) -> None:
+        """Note the stage whose step failed the build, should ``line`` name the step."""
+        after_dashes = build in self._dashes
+        self._dashes.discard(build)
+        if line == _DASHES:
+            self._dashes.add(build)
+        elif after_dashes and (summary := _SUMMARY.match(line)):
+            self._failed.setdefault(build, self._owners.get(summary.group(1), build))
 
     def _first(self, build: str, owner: str, mine: int, rest: str) -> bool:
         """Whether a line of a step that is not its output (which only the build that runs

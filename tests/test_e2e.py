@@ -487,21 +487,23 @@ def test_two_runs_at_once_take_turns_and_both_end_well(e2e: E2E) -> None:
 
     reader = threading.Thread(target=read)
     reader.start()
-    assert building.wait(120), "".join(lines)
-    holds = (
-        rf"the build started at {STARTED_AT} by pid {first.pid} \(arch gfx942\): it serves the "
-        "demo's upstreams"
-    )
-    refused = e2e.build("gfx950", "wait=0")
-    assert refused.returncode == 1
-    assert re.fullmatch(
-        rf"error: not waiting \(wait=0\) for {holds}; rerun when it ends, or without wait= to "
-        r"wait as long as it takes\n",
-        refused.stderr,
-    ), refused.stderr
-    second = e2e.build()  # waits, then finds every stage built by the first
-    reader.join(300)
-    err = first.communicate(timeout=60)[1]
+    try:
+        assert building.wait(120), "".join(lines)
+        holds = (
+            rf"the build started at {STARTED_AT} by pid {first.pid} \(arch gfx942\): it serves "
+            f"the demo from {re.escape(str(ROOT / '.build' / 'demo'))}"
+        )
+        refused = e2e.build("gfx950", "wait=0")
+        assert refused.returncode == 1
+        assert re.fullmatch(
+            rf"error: not waiting \(wait=0\) for {holds}; rerun when it ends, or without wait= "
+            r"to wait as long as it takes\n",
+            refused.stderr,
+        ), refused.stderr
+        second = e2e.build()  # waits, then finds every stage built by the first
+    finally:  # a failure here must not leave the first run building under the next test
+        reader.join(300)
+        err = first.communicate(timeout=300)[1]
     assert first.returncode == 0, "".join(lines)[-3000:] + err
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr
     assert re.search(rf"^waiting for {holds}$", second.stderr, re.MULTILINE), second.stderr

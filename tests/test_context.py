@@ -159,7 +159,7 @@ def test_git_modes_leave_a_store_file_linked_in_as_the_store_made_it(tmp_path: P
     odd = context / "group-only-exec.sh"
     odd.write_text("echo\n")
     odd.chmod(0o671)
-    fsutil.git_modes(context)
+    fsutil.settle(context)
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
     assert stat.S_IMODE(odd.stat().st_mode) == 0o644  # git keeps 0755 for the owner's x only
 
@@ -249,11 +249,11 @@ def test_content_times_date_the_context_s_own_files_not_those_linked_in(tmp_path
     os.link(store / "wheel.whl", context / "wheel.whl")  # its owner dates it, as it checks it
     (context / "Dockerfile").write_text("FROM scratch\n")
     (context / "link").symlink_to("Dockerfile")
-    fsutil.content_times(context)
+    fsutil.settle(context)
     sha = fsutil.sha256_file(context / "Dockerfile")
     assert dates(context) == {"Dockerfile": fsutil.content_mtime(sha), "wheel.whl": 1}
     (context / "Dockerfile").write_text("FROM other\n")  # other bytes, of the same size
-    fsutil.content_times(context)
+    fsutil.settle(context)
     assert dates(context)["Dockerfile"] != fsutil.content_mtime(sha)
 
 

@@ -30,7 +30,7 @@ from rocmgraph.build import provenance, sbomfacts
 from rocmgraph.common import disk
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import FetchError, GraphToolError, LockError
-from rocmgraph.common.fsutil import content_times, git_modes, link_tree
+from rocmgraph.common.fsutil import link_tree, settle
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import KeyedRepo, Pins
 from rocmgraph.fetch.store import Store
@@ -79,8 +79,7 @@ def prepare_many(
                 _fill(run, outside, name, dest)
         except GraphToolError as exc:
             failed[name] = exc
-    git_modes(dest)  # COPY keeps modes: the host's umask must not reach an image
-    content_times(dest)
+    settle(dest)  # COPY keeps modes and BuildKit trusts mtimes: both from what a file is
     return failed
 
 

@@ -135,37 +135,28 @@ def date_by_content(path: Path, sha256: str) -> bool:
     return True
 
 
-def content_times(root: Path) -> None:
-    """Date every file under ``root`` by its content (``content_mtime``), but the files linked
-    in: a store file is dated by the store as it checks the file (Store.provide), and a
+def settle(root: Path) -> None:
+    """Give every file under ``root`` what a build copies in, in one walk: the mode git
+    records (0755 if its owner may execute it, else 0644; every directory 0755), so the
+    umask of the machine that made it does not reach an image (Ubuntu's 0002 gives 0664
+    files, root's 0022 0644), and a date by its content (``content_mtime``), so BuildKit,
+    which compares size and mtime, sees every change of bytes. A file linked in keeps its
+    own: a store file is the store's (dated as the store checks it, Store.provide), and a
     source's cache (by commit) is never written."""
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = Path(folder) / name
-            facts = path.lstat()
-            if stat.S_ISREG(facts.st_mode) and facts.st_nlink == 1:
-                date_by_content(path, sha256_file(path))
-
-
-def git_modes(root: Path) -> None:
-    """Give every file under ``root`` the mode git records (0755 if its owner may execute
-    it, else 0644) and every directory 0755: what a build copies in then does not depend on
-    the umask of the machine that made it (Ubuntu's 0002 gives 0664 files, root's 0022
-    0644). A file linked in from the store keeps the store's mode (the same everywhere):
-    changing it would change the store's own file."""
     for folder, _, files in os.walk(root):  # symbolic links to folders are not followed
         Path(folder).chmod(0o755)
         for name in files:
             path = Path(folder) / name
             facts = path.lstat()
             if stat.S_ISLNK(facts.st_mode) or facts.st_nlink > 1:
-                continue  # a link's own mode means nothing; a store file is the store's
+                continue  # a link's own mode means nothing
             path.chmod(0o755 if facts.st_mode & stat.S_IXUSR else 0o644)
+            date_by_content(path, sha256_file(path))
 
 
 def link_tree(tree: Path, dest: Path) -> None:
     """``tree`` at ``dest`` without git metadata (submodules' ``.git`` files too): each file
-    a hard link to the tree's, where it has a mode git records (then git_modes leaves it
+    a hard link to the tree's, where it has a mode git records (then settle leaves it
     as it is), else a copy. Linking vLLM's 5,460 files takes a fifth of the time copying
     them does, and the tree is not written: a patch replaces the files it changes (git
     apply writes a new file, never into the old one)."""

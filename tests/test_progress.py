@@ -21,6 +21,8 @@ def test_a_buildkit_step_is_shortened_to_what_it_runs() -> None:
     assert step_of("#4 [2/3] COPY src/vllm /src/vllm") == "[2/3] COPY src/vllm /src/vllm"
     assert step_of("#9 12.3 building 'vllm._C' extension") is None
     assert step_of("#5 [internal] load build context") is None
+    assert step_of("#10 exporting to image") == "exporting to image"  # each stage's own
+    assert step_of("#10 exporting layers done") is None
 
 
 def lines(out: io.StringIO) -> list[str]:

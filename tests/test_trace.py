@@ -112,6 +112,28 @@ def test_a_builder_has_its_own_track_and_a_failed_stage_ends_where_it_failed() -
     assert document["otherData"]["critical_path"] == []  # nothing was built
 
 
+def test_a_stage_the_cache_held_whole_has_its_export_as_its_own_step() -> None:
+    """BuildKit's cache held every step of causal_conv1d: its own build printed only its
+    export, and another build of the solve printed its steps' headers after it ended (as a
+    real solve of the demo did: test_verify_hermetic)."""
+    ledger, timeline = Ledger(), Timeline()
+    ledger.watch(timeline)
+    ledger.know({"causal_conv1d": (), "sglang": ()})
+    ledger.start("causal_conv1d", "e93ef38f8b41", expected=None)
+    ledger.start("sglang", "c0ee3a0411b8", expected=None)
+    ledger.saw("causal_conv1d", "#1 exporting to image")
+    ledger.saw("causal_conv1d", "#1 DONE 0.0s")
+    ledger.record("causal_conv1d", Entry(Status.BUILT, 0.0))
+    ledger.saw("causal_conv1d", "#2 [causal_conv1d_build 3/4] WORKDIR /src/causal_conv1d")
+    ledger.saw("sglang", "#1 [sglang_build 2/8] COPY src/sglang /src/sglang")
+    ledger.record("sglang", Entry(Status.BUILT, 1.0))
+    document = trace.document(ledger, timeline, "t", now=1e9)
+    stages = {e["name"]: e for e in spans(document, "stage")}
+    mine = [s for s in spans(document, "step") if inside(s, stages["causal_conv1d"])]
+    assert [s["name"] for s in mine] == ["exporting to image"]  # not a step after it ended
+    assert ledger.entries()["causal_conv1d"].began > 0.0  # it did not wait all along
+
+
 def test_the_trace_is_json_that_names_what_it_is_of(tmp_path: Path) -> None:
     ledger, timeline = Ledger(), Timeline()
     ledger.watch(timeline)

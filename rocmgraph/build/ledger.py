@@ -70,13 +70,17 @@ class Watcher(Protocol):
 _STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?(\d+/\d+)\] (.*)$")
 _FLAG = re.compile(r"--mount=\S+\s*|\\\s*")
 STEP_WIDTH = 60
+# Each stage's last step, its image written and tagged: its own even when BuildKit's cache
+# held all the others, which another build of the solve may then print after it ended.
+EXPORT = "exporting to image"
+_EXPORT = re.compile(rf"^#\d+ {EXPORT}$")
 
 
 def step_of(line: str) -> str | None:
     """The step a BuildKit line begins, shortened for one line of a screen; else None."""
     found = _STEP.match(line)
     if not found:
-        return None
+        return EXPORT if _EXPORT.match(line) else None
     what = " ".join(_FLAG.sub("", found.group(2)).split())
     if len(what) > STEP_WIDTH:
         what = what[: STEP_WIDTH - 1] + "…"

@@ -32,7 +32,6 @@ from rocmgraph.graph.estimate import critical_path
 THIS_ENGINE = "this engine"  # the track of a stage built without builders=
 _LINE = re.compile(r"^#(\d+) (.*)$")
 _END = re.compile(r"^(DONE|CACHED|ERROR|CANCELED)\b")
-_EXPORT = "exporting to image"  # the end of each stage's build: its image written and tagged
 
 
 class Transfer(StrEnum):
@@ -80,7 +79,7 @@ class Timeline:
             steps = self._steps.setdefault(stage, {})
             step = steps.get(number)
             if step is None:
-                title = step_of(line) or (rest if rest == _EXPORT else None)
+                title = step_of(line)
                 if title is not None:  # a step of its own (not BuildKit's internal ones)
                     steps[number] = _Step(title, now)
             elif step.end is None and _END.match(rest):

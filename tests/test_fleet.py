@@ -6,16 +6,28 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import requests
 from conftest import need
-from demo_e2e import built, copy_of_demo, docker, nothing_to_build, unbuilt_max_jobs
+from demo_e2e import (
+    built,
+    copy_of_demo,
+    docker,
+    empty_namespace,
+    nothing_to_build,
+    unbuilt_max_jobs,
+)
+from test_e2e import psutil_like
 from test_faults import other_verl_commit
 
 import stages
@@ -222,6 +234,88 @@ def test_a_small_change_built_on_b_takes_what_a_compiled_from_the_shared_compile
     log = (b.pins.parent / ".build" / "logs" / "vllm.log").read_text()
     assert re.search(r"Remote storage:\n#\d+ [0-9.]+ +Hits: +16 / +18", log), log[-3000:]
     assert redis.split("//")[1] not in log  # a location, in a secret: in no command or output
+
+
+@pytest.mark.parametrize("given", ["REDISCLI_AUTH", "VERL_GRAPH_COMPILE_CACHE"])
+def test_a_compile_cache_password_is_in_no_command_line_log_record_or_image(
+    tmp_path: Path, given: str
+) -> None:
+    """A build with the password of its compile cache set, as redis-cli takes it or in the
+    URL of $VERL_GRAPH_COMPILE_CACHE: ccache uses it (the cache fills), and while the build
+    runs no process's command line holds it; after, no file of the run (logs, run.json, the
+    records, the trace, the SBOM) and nothing of the images (their history, configuration and
+    files) does."""
+    token = secrets.token_hex(12)  # what no file, line or layer may hold
+    location = f"redis://127.0.0.1:{REDIS_PORT + 3}"
+    if given == "REDISCLI_AUTH":
+        password = f"pw-{token}"
+        env, where = {"REDISCLI_AUTH": password}, [f"compile_cache={location}"]
+    else:  # redis-py's form, a password with ':' and '@' in it: ccache's is not the same
+        password = f"p@ss:{token}"
+        env, where = {given: location.replace("//", f"//:{quote(password, safe='')}@")}, []
+    world = copy_of_demo(tmp_path / "world", name="verl-secret")
+    world.edit(["sources", "vllm", "env"], {"DEMO_BUILT_BY": f"secret-{time.time_ns()}"})
+    argv = [sys.executable, "-m", "doit", "build:image", *world.where, "arch=gfx942", *where]
+    seen: list[str] = []
+    try:
+        with compile_cache(tmp_path / "redis", REDIS_PORT + 3, password):
+            build = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env={**os.environ, **env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            out = threading.Thread(target=lambda: seen.append(build.communicate()[0]))
+            out.start()
+            leaked = []
+            while build.poll() is None:  # every command line while it runs
+                leaked += psutil_like(token)
+                time.sleep(0.02)
+            out.join()
+            assert build.returncode == 0, "".join(seen)[-3000:]
+            assert leaked == []
+            assert redis_keys(REDIS_PORT + 3, password) > 0  # ccache wrote there: it got in
+        run_files = [path for path in (tmp_path / "world" / ".build").rglob("*") if path.is_file()]
+        assert {path.name for path in run_files} >= {"run.json", "trace.json", "vllm.log"}
+        assert [path for path in run_files if token.encode() in path.read_bytes()] == []
+        assert token not in "".join(seen)
+        images = [str(stage["image"]) for stage in world.plan().values()] + ["verl-secret:gfx942"]
+        for image in images:
+            assert token not in docker("history", "--no-trunc", image), image
+            assert token not in docker("image", "inspect", image), image
+        assert not holds("verl-secret:gfx942", token.encode())
+    finally:
+        empty_namespace("verl-secret")
+
+
+def redis_keys(port: int, password: str) -> int:
+    """How many keys the redis on 127.0.0.1:``port`` holds (``password`` let in)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(f"AUTH {password}\r\nDBSIZE\r\n".encode())
+        reply = b""
+        while reply.count(b"\r\n") < 2:
+            reply += conn.recv(4096)
+    first, second = reply.split(b"\r\n")[:2]
+    assert first == b"+OK", reply
+    return int(second.removeprefix(b":"))
+
+
+def holds(image: str, needle: bytes) -> bool:
+    """Whether a file of ``image`` holds ``needle`` (its files as `docker export` gives them)."""
+    container = docker("create", "--network=none", image, "true").strip()
+    try:
+        with subprocess.Popen([DOCKER, "export", container], stdout=subprocess.PIPE) as export:
+            assert export.stdout is not None
+            tail = b""
+            while chunk := export.stdout.read(1 << 20):
+                if needle in tail + chunk:
+                    return True
+                tail = chunk[-len(needle) :]
+        return False
+    finally:
+        docker("rm", container)
 
 
 def test_a_registry_that_stops_mid_build_costs_one_warning(tmp_path: Path) -> None:

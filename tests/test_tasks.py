@@ -22,6 +22,7 @@ from rocmgraph.build import execute
 from rocmgraph.build.session import Session
 from rocmgraph.cli import tasks, variables
 from rocmgraph.common.errors import GraphToolError, VariableError, cut
+from rocmgraph.config import kinds
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
 
@@ -211,6 +212,35 @@ def test_the_compile_cache_comes_from_the_environment_where_the_command_line_nam
         "write redis://<host>:6379, redis+unix:///<socket> or https://<host>/<path> (a password "
         "goes in $VERL_GRAPH_COMPILE_CACHE: redis://:<password>@<host>)"
     )
+
+
+def test_a_redis_compile_cache_takes_its_password_from_rediscli_auth() -> None:
+    """redis-cli's convention: `compile_cache=redis://host` on the command line, the password
+    in $REDISCLI_AUTH; a build's ccache gets both (in its secret), `ps` neither."""
+    environ = {variables.REDIS_PASSWORD_ENV: "p@ss:word"}
+    options = tasks.resolve(Options(pins=str(PINS), compile_cache="redis://cache:6379"), environ)
+    assert "p@ss" not in repr(options)  # an error that shows its options shows no password
+    assert Run(options, stages.graph()).compile_cache == "redis://:p%40ss%3Aword@cache:6379"
+    given = {variables.COMPILE_CACHE_ENV: "redis://:own@cache:6379", **environ}
+    assert Run(tasks.resolve(Options(pins=str(PINS)), given), stages.graph()).compile_cache == (
+        "redis://:own@cache:6379"  # the URL's own password wins
+    )
+    assert kinds.with_redis_password("https://cache.example.org/ccache", "pw") == (
+        "https://cache.example.org/ccache"  # ccache's http storage takes no redis password
+    )
+    assert kinds.with_redis_password("redis://cache:6379", "") == "redis://cache:6379"
+
+
+def test_ccache_gets_a_redis_password_in_the_form_it_reads() -> None:
+    """ccache reads redis://:PASSWORD@host, redis-cli's form, as no password; it takes
+    redis://PASSWORD@host, and decodes before it splits a user from a password at ':'."""
+    assert kinds.for_ccache("redis://:s3cret@cache:6379") == "redis://s3cret@cache:6379"
+    assert kinds.for_ccache("redis://:p%40ss%3Aword@cache:6379") == (
+        "redis://default:p%40ss%3Aword@cache:6379"  # Redis 6's default user: ':' stays its
+    )
+    for kept in ("redis://s3cret@cache", "redis://alice:pw@cache", "redis://cache:6379",
+                 "https://cache.example.org/ccache", ""):  # fmt: skip
+        assert kinds.for_ccache(kept) == kept
 
 
 @pytest.mark.parametrize("case", sorted(BAD_VARIABLES))

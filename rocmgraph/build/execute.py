@@ -30,6 +30,7 @@ from rocmgraph.common import disk, failpoints
 from rocmgraph.common.engine import BuildJob, Engine
 from rocmgraph.common.errors import BuildFailed, CacheError, EngineError, GraphToolError
 from rocmgraph.common.fsutil import atomic_write_text, owned
+from rocmgraph.config import kinds
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import imageconfig, solve
 from rocmgraph.graph.dag import dropped_env
@@ -634,7 +635,8 @@ def secret_texts(
         pip = f"[global]\nno-index = true\nfind-links = {CLOSURE_LINKS}\n"
     texts = {PIP_SECRET: pip}
     if run.compile_cache:
-        texts[CCACHE_SECRET] = f"remote_storage = {run.compile_cache}\nreshare = true\n"
+        remote = kinds.for_ccache(run.compile_cache)
+        texts[CCACHE_SECRET] = f"remote_storage = {remote}\nreshare = true\n"
     return texts
 
 

@@ -33,7 +33,12 @@ from rocmgraph.build.ledger import Entry, Final, Status
 from rocmgraph.build.session import Session
 from rocmgraph.cli.doitdb import DOIT_DB, usable_doit_db
 from rocmgraph.cli.reporter import Reporter, guarded
-from rocmgraph.cli.variables import COMPILE_CACHE_ENV, GRAPH_FORMATS, check_format
+from rocmgraph.cli.variables import (
+    COMPILE_CACHE_ENV,
+    GRAPH_FORMATS,
+    REDIS_PASSWORD_ENV,
+    check_format,
+)
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import (
     Answer,
@@ -62,9 +67,13 @@ Task = dict[str, Any]
 def resolve(options: Options, environ: Mapping[str, str] = os.environ) -> Options:
     """Fill what a profile implies: ``profile=demo`` brings its generated pins file (written
     when first read, not here: making tasks writes nothing) and host networking; and the
-    compile cache ``$VERL_GRAPH_COMPILE_CACHE`` names, where the command line names none."""
+    compile cache ``$VERL_GRAPH_COMPILE_CACHE`` names, where the command line names none, and
+    the password ``$REDISCLI_AUTH`` gives a redis one."""
     compile_cache = options.compile_cache or environ.get(COMPILE_CACHE_ENV, "")
-    options = dataclasses.replace(options, compile_cache=compile_cache)
+    password = environ.get(REDIS_PASSWORD_ENV, "")
+    options = dataclasses.replace(
+        options, compile_cache=compile_cache, compile_cache_password=password
+    )
     if options.profile:
         pins = options.pins or str(demo_profile.pins_path(options.profile))
         return dataclasses.replace(options, pins=pins, network=options.network or "host")

@@ -21,6 +21,7 @@ from rocmgraph.demo import profile as demo_profile
 # ccache's remote storage where compile_cache= names none: a URL with a password in it stays
 # off the command line (and out of `ps`), as CI passes a secret.
 COMPILE_CACHE_ENV = "VERL_GRAPH_COMPILE_CACHE"
+REDIS_PASSWORD_ENV = "REDISCLI_AUTH"  # a redis:// compile cache's password, as redis-cli's
 FORMATS = ("text", "json")  # the reports'
 GRAPH_FORMATS = ("svg", "mermaid", "dot")  # doit graph's
 PROFILES = ("", *demo_profile.PROFILES)  # "": the pins file's own (pins.toml by default)

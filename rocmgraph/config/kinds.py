@@ -14,7 +14,7 @@ import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -502,6 +502,29 @@ def _compile_cache(value: str) -> str | None:
     if not (parts.hostname or (parts.scheme == "redis+unix" and parts.path)):
         return f"{shown(value)} names no host"
     return None
+
+
+def with_redis_password(location: str, password: str) -> str:
+    """A compile cache's ``location`` with ``password`` ($REDISCLI_AUTH, as redis-cli takes
+    it) when it is a redis:// URL that names none; as is otherwise (the URL's own wins)."""
+    parts = urlsplit(location)
+    if not password or parts.scheme != "redis" or "@" in parts.netloc:
+        return location
+    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))
+
+
+def for_ccache(location: str) -> str:
+    """A compile cache's ``location`` as ccache's remote_storage reads it. ccache takes a
+    redis password alone as ``redis://PASSWORD@host`` and reads ``redis://:PASSWORD@host``,
+    redis-cli's and redis-py's form, as no password at all; it decodes the user part before
+    it splits it at ':', so a password with a ':' goes as Redis 6's default user's."""
+    parts = urlsplit(location)
+    if parts.scheme != "redis" or parts.username != "" or not parts.password:
+        return location  # no password, or ccache's own form (a user of Redis's ACL too)
+    password = unquote(parts.password)
+    user = "default:" if ":" in password else ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}{quote(password, safe='')}@{host}"))
 
 
 COMPILE_CACHE = Kind(

@@ -71,14 +71,18 @@ def images(env: dict[str, str]) -> set[str]:
 
 
 @contextmanager
-def compile_cache(folder: Path, port: int) -> Iterator[str]:
+def compile_cache(folder: Path, port: int, password: str = "") -> Iterator[str]:
     """Debian's redis-server on 127.0.0.1:``port`` (its files in ``folder``): the shared
-    compile cache, as ``compile_cache=`` takes it."""
+    compile cache, as ``compile_cache=`` takes it; with ``password``, one it requires (given
+    in a file of its owner's alone: on redis-server's command line, `ps` would show it)."""
     if shutil.which("redis-server") is None:
         raise EngineError("redis-server is not installed; run bash bootstrap.sh")
     folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "redis.conf"
+    config.touch(mode=0o600)
+    config.write_text(f"requirepass {password}\n" if password else "")
     server = proc.spawn(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+        ["redis-server", str(config), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
          "--appendonly", "no", "--dir", str(folder)],
         log=folder / "redis.log",
     )  # fmt: skip

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocmgraph.common.errors import LockError
+from rocmgraph.config import kinds
 from rocmgraph.config import pins as pins_
 from rocmgraph.config.archs import parse_archs
 from rocmgraph.config.pins import Pins, format_path
@@ -43,6 +44,8 @@ class Options:
     builders: tuple[str, ...] = ()  # Docker hosts that build stages at once; (): the local engine
     builder: str = ""  # the buildx builder builds run on ("": the engine's own BuildKit)
     compile_cache: str = ""  # ccache's remote storage for source builds; "": [build].compile_cache
+    # $REDISCLI_AUTH: the password of a redis compile cache whose URL names none
+    compile_cache_password: str = field(default="", repr=False)
     progress: str = "auto"  # the console: auto (live in a terminal, else lines), plain, quiet
     hermetic: bool = True  # network off, from locked closures (none locked: refused); False: on
     trace: str = ""  # where a build writes its timeline; "": trace.json beside its run.json
@@ -168,8 +171,10 @@ class Run:
 
     @property
     def compile_cache(self) -> str:
-        """ccache's shared remote storage ("": none); the command line wins over the pins."""
-        return self.options.compile_cache or self.pins.build.compile_cache
+        """ccache's shared remote storage ("": none), with its password; the command line
+        wins over the pins."""
+        location = self.options.compile_cache or self.pins.build.compile_cache
+        return kinds.with_redis_password(location, self.options.compile_cache_password)
 
     def cached_ref(self, stage: str) -> str:
         """Where the image of ``stage`` is kept in the shared cache."""

@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +57,7 @@ import linear
 import usershell
 
 import stages
-from rocmgraph.build import compilecache, dockerfiles, progress
+from rocmgraph.build import compilecache, dockerfiles, progress, records
 from rocmgraph.build.execute import private_files, secret_texts
 from rocmgraph.common.engine import BuildJob
 from rocmgraph.common.layout import ROOT
@@ -411,11 +411,14 @@ def main() -> None:
     rounds: dict[str, list[Rows]] = {way: [] for way in ways}
     shared: dict[str, int | None] = {}
     after: dict[str, Rows] = {}
+    shape: dict[str, float] = {}
     for number in range(args.rounds):
         for way in ways if number % 2 == 0 else ways[::-1]:
-            rows, shared[way], after[way] = replay(way, log, template, source_archs, args.scale)
-            rounds[way].append(rows)
-            total = sum(float(row["seconds"]) for row in rows[2:])
+            done = replay(way, log, template, source_archs, args.scale)
+            rounds[way].append(done.rows)
+            shared[way], after[way] = done.shared, done.evicted
+            shape = shape or done.stage_seconds
+            total = sum(float(row["seconds"]) for row in done.rows[2:])
             print(f"round {number + 1}: {way}: the log after the cold build {total:.1f} s",
                   file=sys.stderr)  # fmt: skip
     results = {way: median_rows(replays) for way, replays in rounds.items()}
@@ -430,6 +433,8 @@ def main() -> None:
         print(f"Each change's time: the median of {args.rounds} rounds.\n")
     report(log, ways, results, shared, modelled)
     report_sides(log, after, fresh)
+    shape_rows = cost_shape(shape, args.scale, pins_module.loads(template).base.provides)
+    report_shape(shape_rows, args.scale)
     if args.json:
         bump = next(i for i, step in enumerate(log) if step.name == "vLLM bump")
         document = {
@@ -450,6 +455,7 @@ def main() -> None:
             # runner built the old pin
             "ccache": with_ccache(fresh["graph"][bump])["ccache"] if "graph" in fresh else None,
             "shared_arch_bytes": shared,
+            "stage_seconds": shape_rows,
             "modelled_minutes": {
                 way: dict(zip((s.name for s in log), minutes, strict=True))
                 for way, minutes in modelled.items()
@@ -461,13 +467,23 @@ def main() -> None:
 Rows = list[dict[str, float | int]]
 
 
+@dataclass(frozen=True)
+class Replay:
+    """The change log built one way, from a cold start."""
+
+    rows: Rows  # a row per change
+    shared: int | None  # the bytes the two arch's final images share
+    evicted: Rows  # for ``SIDES``: the rows of ``evicted``
+    stage_seconds: dict[str, float]  # the graph's: each stage's own steps in the cold build
+
+
 def replay(
     way: str, log: list[Step], template: str, source_archs: tuple[str, ...], scale: float
-) -> tuple[Rows, int | None, Rows]:
-    """The change log built one way, from a cold start: a row per change, the bytes the
-    two arch's final images share, and (for ``SIDES``) the rows of ``evicted``."""
+) -> Replay:
+    """The change log built one way, from a cold start."""
     rows: Rows = []
     finals: dict[str, str] = {}
+    shape: dict[str, float] = {}
     with cold_world(template, source_archs, scale) as (work, pins):
         configs = None
         if way == "squashed":  # built before the log, then forgotten: not timed
@@ -487,10 +503,20 @@ def replay(
             )
             if spent is not None:
                 rows[-1]["engine_cpu_seconds"] = round(spent, 1)
+            if way == "graph" and len(rows) == 1:
+                shape = stage_seconds(pins, step.arch)
             print(f"{way}: {step.name}: {seconds:.1f} s, {count}", file=sys.stderr)
         shared = shared_bytes(finals["gfx942"], finals["gfx950"])
         after = evicted(way, pins, log[-1].arch, work) if way in SIDES else []
-        return rows, shared, after
+        return Replay(rows, shared, after, shape)
+
+
+def stage_seconds(pins: Path, arch: str) -> dict[str, float]:
+    """Each stage's seconds in the graph's build just done, as its record has them: the
+    time of its own steps, its export included, whichever build of the solve ran them."""
+    run = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
+    found = {name: records.seconds(run.records_dir, name, k.key) for name, k in run.keys.items()}
+    return {name: seconds for name, seconds in found.items() if seconds is not None}
 
 
 def evicted(way: str, pins: Path, arch: str, work: Path) -> Rows:
@@ -791,6 +817,42 @@ def report_sides(log: list[Step], after: dict[str, Rows], fresh: dict[str, Rows]
         f"**{sum(float(r['seconds']) for r in rows[2:]):.1f} s** | |" for rows in fresh.values()
     )
     print(f"| the log after the cold build | {totals} |")
+
+
+Shape = dict[str, dict[str, float | None]]
+
+
+def cost_shape(shape: dict[str, float], scale: float, provides: Collection[str]) -> Shape:
+    """The demo's cold build beside the real image's, stage by stage: each stage's own
+    seconds (``shape``), and its figure in docker/durations.toml at ``scale`` (demo seconds
+    per real minute). A stage the base image ``provides`` only checks versions: no figure
+    (None)."""
+    references = estimate.load_references()
+    return {
+        name: {
+            "demo": round(seconds, 1),
+            "scaled_reference": None
+            if name in provides
+            else round(references[name].seconds / 60 * scale, 3),
+        }
+        for name, seconds in sorted(shape.items())
+        if name in references
+    }
+
+
+def report_shape(rows: Shape, scale: float) -> None:
+    """The demo's cost shape against the real image's, stage by stage."""
+    if not rows:
+        return
+    print()
+    print(f"| stage, the graph's cold build | demo | the real figure x {scale} | demo / real |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, row in rows.items():
+        demo, real = row["demo"] or 0.0, row["scaled_reference"]
+        if real is None:
+            print(f"| {name} | {demo:.1f} s | checks only | |")
+        else:
+            print(f"| {name} | {demo:.1f} s | {real:.3g} s | {demo / real:.1f} |")
 
 
 if __name__ == "__main__":

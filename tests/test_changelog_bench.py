@@ -1,4 +1,5 @@
-"""The change-log benchmark's reading of the engine's CPU (benchmarks/changelog.py)."""
+"""The change-log benchmark's readings (benchmarks/changelog.py): the engine's CPU, the
+demo's cost shape beside the real image's."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from conftest import need_docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import changelog
-
-pytestmark = pytest.mark.docker
 
 
 def ps_seconds(pid: str) -> int:
@@ -27,6 +26,7 @@ def ps_seconds(pid: str) -> int:
     return seconds + int(days or 0) * 86400
 
 
+@pytest.mark.docker
 def test_the_engine_cpu_is_dockerd_s_user_and_system_time() -> None:
     need_docker()
     found = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True, check=False)
@@ -42,3 +42,35 @@ def test_the_engine_cpu_is_dockerd_s_user_and_system_time() -> None:
     assert before <= after
     assert expected - 1 <= after
     assert before < expected + 1
+
+
+def test_each_stage_is_set_beside_its_real_figure_at_the_scale() -> None:
+    # vLLM's hour at 0.25 s per real minute; aiter is the demo base's (it only checks
+    # versions); a stage with no figure is left out.
+    shape = changelog.cost_shape(
+        {"vllm": 16.04, "aiter": 0.4, "manifest": 2.1, "nothing": 3.0}, 0.25, {"aiter"}
+    )
+    assert shape == {
+        "aiter": {"demo": 0.4, "scaled_reference": None},
+        "manifest": {"demo": 2.1, "scaled_reference": 0.002},  # pip freeze's half second
+        "vllm": {"demo": 16.0, "scaled_reference": 15.0},
+    }
+
+
+def test_the_cost_shape_table_gives_each_stage_its_ratio(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shape: changelog.Shape = {
+        "aiter": {"demo": 0.4, "scaled_reference": None},
+        "manifest": {"demo": 2.1, "scaled_reference": 0.002},
+        "vllm": {"demo": 16.0, "scaled_reference": 15.0},
+    }
+    changelog.report_shape(shape, 0.25)
+    assert capsys.readouterr().out.splitlines() == [
+        "",
+        "| stage, the graph's cold build | demo | the real figure x 0.25 | demo / real |",
+        "| --- | ---: | ---: | ---: |",
+        "| aiter | 0.4 s | checks only | |",
+        "| manifest | 2.1 s | 0.002 s | 1050.0 |",
+        "| vllm | 16.0 s | 15 s | 1.1 |",
+    ]

@@ -91,11 +91,14 @@ def test_the_socket_is_the_one_the_cli_would_use(
 
 
 def test_no_engine_behind_the_socket_is_no_answer(tmp_path: Path) -> None:
-    with pytest.raises(dockerapi.NoAnswer):
-        dockerapi.inspect(tmp_path / "missing.sock", "any:tag", timeout=2)
     (tmp_path / "plain").write_text("")
-    with pytest.raises(dockerapi.NoAnswer):
-        dockerapi.inspect(tmp_path / "plain", "any:tag", timeout=2)
+    for path in (tmp_path / "missing.sock", tmp_path / "plain"):
+        with pytest.raises(dockerapi.NoAnswer):
+            dockerapi.inspect(path, "any:tag", timeout=2)
+        with pytest.raises(dockerapi.NoAnswer):
+            dockerapi.tag(path, "any:tag", "other:tag", timeout=2)
+        with pytest.raises(dockerapi.NoAnswer):
+            dockerapi.disk_usage(path, timeout=2)
 
 
 def docker_cli(*argv: str) -> str:

@@ -137,24 +137,19 @@ def tag(path: Path, ref: str, alias: str, timeout: float = 30) -> None:
     query = f"repo={quote(repo, safe='')}&tag={quote(name, safe='')}"
     connection = _UnixConnection(path, timeout)
     try:
-        connection.request("POST", f"/images/{quote(ref, safe='')}/tag?{query}")
-        response = connection.getresponse()
-        response.read()
-    except (OSError, http.client.HTTPException) as exc:
-        raise NoAnswer(f"{path}: {exc}") from None
+        _ask(connection, "POST", f"/images/{quote(ref, safe='')}/tag?{query}", None, 201)
     finally:
         connection.close()
-    if response.status != 201:
-        raise NoAnswer(f"{path}: {response.status} on tagging {ref} as {alias}")
 
 
 def disk_usage(path: Path, timeout: float = 120) -> int:
-    """The bytes of every image layer the engine at ``path`` holds (``docker system df``)."""
+    """The bytes of every image layer the engine at ``path`` holds (``docker system df``).
+    Raises NoAnswer when ``path`` is no engine that answers."""
     connection = _UnixConnection(path, timeout)
     try:
-        connection.request("GET", "/system/df")
-        response = connection.getresponse()
-        data = json.loads(response.read())
+        data = json.loads(_ask(connection, "GET", "/system/df", None, 200))
+    except ValueError as exc:
+        raise NoAnswer(f"{path}: {exc}") from None
     finally:
         connection.close()
     return int(data.get("LayersSize", 0))

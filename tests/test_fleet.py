@@ -7,6 +7,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 import requests
 from conftest import need
 from demo_e2e import (
+    E2E,
     built,
     copy_of_demo,
     docker,
@@ -117,6 +119,51 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     stages_on_b = {ref.split("/", 1)[1].split(":")[0] for ref in ours(machine_b) if "/" in ref}
     # Pulled: verl's parent, and assemble's other parents (the stages it copies from).
     assert stages_on_b == {"slim", *GRAPH["assemble"].parents, "assemble", "manifest"}
+    pulled = {"slim", *GRAPH["assemble"].parents} - {"verl"}
+    assert {stage: summary(changed)[stage] for stage in pulled} == dict.fromkeys(pulled, "pulled")
+
+
+def summary(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """What the run's summary says of each stage."""
+    return dict(re.findall(r"^(\w+) +(built|pulled|reused|cached) ", result.stdout, re.M))
+
+
+def world_on_b_with_new_causal_conv1d(
+    world: E2E, cache: str, machine_b: dict[str, str], steps: str
+) -> None:
+    """Every stage of ``world`` in the cache (A shares what it holds), then causal-conv1d at
+    a key no one built (its kernels' ``steps``), and B with none of the build's stages: B
+    builds causal-conv1d on the wheels' image and assembles on verl's, pulling both."""
+    shared = world.build("gfx942", cache)
+    assert shared.returncode == 0, shared.stdout[-3000:] + shared.stderr
+    world.edit(["sources", "causal_conv1d", "env", "DEMO_KERNEL_STEPS"], steps)
+    for ref in ours(machine_b):
+        on_b(machine_b, "image", "rm", ref)
+
+
+def test_parents_are_pulled_side_by_side_and_a_lying_one_is_built_here_once(
+    tmp_path: Path, registry: str, machine_b: dict[str, str]
+) -> None:
+    world = copy_of_demo(tmp_path)
+    cache = f"cache={registry}"
+    sglang = str(world.plan()["sglang"]["image"])
+    world_on_b_with_new_causal_conv1d(world, cache, machine_b, "25001")
+    # causal-conv1d's new key in the cache: another stage's image under its tag.
+    plan = world.plan(env=machine_b, variables=(cache,))
+    forged = f"{registry}/{plan['causal_conv1d']['image']}"
+    docker("tag", sglang, forged)
+    docker("push", forged)
+    docker("image", "rm", forged)
+    result = world.build("gfx942", cache, env=machine_b)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    refused = (
+        f"warning: refused {forged}: its key label is {sglang.rsplit(':', 1)[1][:12]}, "
+        "not the key its tag claims; building it here"
+    )
+    assert [line for line in result.stderr.splitlines() if "warning" in line] == [refused]
+    assert built(result) == {"causal_conv1d", "assemble", "manifest"}
+    others = set(GRAPH["assemble"].parents) - {"causal_conv1d"}
+    assert {stage: summary(result)[stage] for stage in others} == dict.fromkeys(others, "pulled")
 
 
 def documents_are_beside_the_image(registry: str, friendly: str, said: str) -> None:
@@ -139,6 +186,36 @@ def documents_are_beside_the_image(registry: str, friendly: str, said: str) -> N
             assert {"name": friendly, "digest": {"sha256": digest}} in blob["subject"]
         else:
             assert blob["metadata"]["component"]["name"] == "verl-e2e"
+
+
+def test_ctrl_c_while_parents_are_pulled_side_by_side_ends_in_one_line(
+    tmp_path: Path, registry: str, machine_b: dict[str, str]
+) -> None:
+    world = copy_of_demo(tmp_path)
+    cache = f"cache={registry}"
+    world_on_b_with_new_causal_conv1d(world, cache, machine_b, "25002")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "doit", "build:image", *world.where, "arch=gfx942", cache],
+        cwd=ROOT, env={**os.environ, **machine_b}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # SIGINT to doit alone (a terminal's Ctrl-C reaches its group)
+    )  # fmt: skip
+
+    def pulls() -> list[str]:
+        return [line for line in psutil_like(f"pull --quiet {registry}/") if "docker" in line]
+
+    while len(pulls()) < 2 and process.poll() is None:  # the two big ones take seconds
+        time.sleep(0.02)
+    assert len(pulls()) >= 2, process.communicate()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, out[-3000:] + err
+    # The interrupt's line first; no pull it stopped is said to have failed. (A push that
+    # it kept from starting is said: a stage built before it is not in the cache.)
+    said = err.splitlines()
+    assert said[0] == "interrupted: nothing was building", err
+    assert not [line for line in said if "could not pull" in line], err
+    assert pulls() == []
 
 
 def test_two_builders_split_the_stages_that_do_not_need_each_other(
@@ -165,8 +242,7 @@ def test_two_builders_split_the_stages_that_do_not_need_each_other(
         assert log.startswith(f"$ DOCKER_HOST={host} ")
     assert pushed(result) == to_build  # every stage went through the cache
     # What one builder built and the other pulled as a parent stays "built" in the summary.
-    summary = dict(re.findall(r"^(\w+) +(built|pulled|reused|cached) ", result.stdout, re.M))
-    assert {summary[stage] for stage in to_build} == {"built"}, result.stdout
+    assert {summary(result)[stage] for stage in to_build} == {"built"}, result.stdout
     # The image is tagged on the engine doit runs against (the first), pulled if B built it.
     final = str(plan["manifest"]["image"])
     assert {final, "verl-e2e:gfx942"} <= images({})

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import cast
@@ -36,7 +37,7 @@ from rocmgraph.graph import imageconfig, solve
 from rocmgraph.graph.dag import dropped_env
 from rocmgraph.graph.invocation import Run, check_closures, check_locked
 from rocmgraph.graph.recipe import CCACHE_SECRET, CLOSURE_LINKS, PIP_SECRET
-from rocmgraph.outside import credentials, leftovers
+from rocmgraph.outside import credentials, leftovers, proc
 
 # The build argument of each command-line variable a stage takes (as verl's recipe names it).
 BUILD_ARGS = {"commit_tag": "GIT_COMMIT_TAG"}
@@ -90,17 +91,44 @@ def is_done(run: Run, engine: Engine, outside: Outside, session: Session, name: 
 
 
 def ensure_local(
-    run: Run, engine: Engine, outside: Outside, session: Session, name: str, *, where: str = ""
+    run: Run,
+    engine: Engine,
+    outside: Outside,
+    session: Session,
+    name: str,
+    *,
+    where: str = "",
+    pull: bool = True,
 ) -> None:
     """The image of stage ``name`` in ``engine``: there already, pulled from the shared
-    cache, or built (its parents made local the same way)."""
+    cache (``pull``: not tried already), or built (its parents made local the same way)."""
     if is_built(run, engine, name):
         return
     if run.cache:  # built by another builder of this run: shared once its push ends
         session.pushed(run.cached_ref(name))
-    if is_cached(run, outside, session, name) and _pull(run, engine, session, name):
+    if pull and is_cached(run, outside, session, name) and _pull(run, engine, session, name):
         return
     build_stage(run, engine, outside, session, name, where=where)
+
+
+def pull_side_by_side(
+    run: Run, engine: Engine, outside: Outside, session: Session, names: Sequence[str]
+) -> set[str]:
+    """Pull at once the stages of ``names`` that the shared cache holds and ``engine``
+    lacks: a pull waits on the link and on unpacking its layers one after another, not on
+    the pull before it (a vLLM bump on a fresh runner needs the wheels' image to compile
+    on and verl's to assemble on). The stages whose pull was tried, pulled or not (said)."""
+    wanted = []
+    for name in names if run.cache else ():
+        if is_built(run, engine, name):
+            continue
+        session.pushed(run.cached_ref(name))  # built by another builder of this run
+        if is_cached(run, outside, session, name):
+            wanted.append(name)
+    if wanted:
+        with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+            list(pool.map(lambda name: _pull(run, engine, session, name), wanted))
+    return set(wanted)
 
 
 def _pull(run: Run, engine: Engine, session: Session, name: str) -> bool:
@@ -111,6 +139,8 @@ def _pull(run: Run, engine: Engine, session: Session, name: str) -> bool:
     try:
         engine.pull(cached)
     except GraphToolError as exc:
+        if proc.interrupted():  # stopped by Ctrl-C, in a thread of pull_side_by_side
+            raise
         _warn(f"could not pull {cached} ({exc}); building it here")
         return False
     session.timeline.transfer(trace.Transfer.PULL, name, started, time.monotonic())
@@ -374,9 +404,14 @@ class _Builds:
         run, engine = self.run, self.engine
         images: dict[str, str] = {}
         missing: dict[str, GraphToolError] = {}  # a parent from outside, each made local once
-        for parent in dict.fromkeys(p for n in wave for p in run.graph[n].parents if p not in wave):
+        parents = tuple(
+            dict.fromkeys(p for n in wave for p in run.graph[n].parents if p not in wave)
+        )
+        tried = pull_side_by_side(run, engine, self.outside, self.session, parents)
+        for parent in parents:
             try:
-                ensure_local(run, engine, self.outside, self.session, parent, where=self.where)
+                ensure_local(run, engine, self.outside, self.session, parent, where=self.where,
+                             pull=parent not in tried)  # fmt: skip
             except GraphToolError as exc:
                 missing[parent] = exc
             images[parent] = run.ref(parent)

@@ -122,6 +122,12 @@ def _env_resets_signals() -> bool:
     return probe.returncode == 0
 
 
+def interrupted() -> bool:
+    """Whether the run is interrupted (``interrupt_all``): a command that failed now was
+    stopped, and has nothing of its own to say."""
+    return _INTERRUPTED.is_set()
+
+
 def interrupt_all(grace: float = 20.0) -> None:
     """Send SIGINT to every streamed command still running (the docker CLI cancels its build
     on it, nothing is tagged) and wait for each to end, killing one still running after

@@ -9,6 +9,8 @@ import re
 import subprocess
 import tarfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,28 +103,46 @@ def test_no_engine_behind_the_socket_is_no_answer(tmp_path: Path) -> None:
             dockerapi.disk_usage(path, timeout=2)
 
 
-def docker_cli(*argv: str) -> str:
+def docker_cli(*argv: str, stdin: bytes | None = None) -> str:
     return subprocess.run(
-        ["/usr/bin/docker", *argv], capture_output=True, text=True, check=True
-    ).stdout
+        ["/usr/bin/docker", *argv], input=stdin, capture_output=True, check=True
+    ).stdout.decode()
+
+
+@pytest.fixture
+def small_images(tmp_path: Path) -> Iterator[list[str]]:
+    """Nine one-file images of this test's own (not whatever the engine holds), removed
+    after it."""
+    need_docker()
+    tags = [f"rocmgraph-test/small-{uuid.uuid4().hex[:12]}:{n}" for n in range(9)]
+    folder = tmp_path / "small-images"
+    folder.mkdir()
+    for n, tag in enumerate(tags):
+        (folder / "file").write_text(f"image {n}\n")
+        archive = folder / "image.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(folder / "file", arcname="file")
+        docker_cli("import", "-", tag, stdin=archive.read_bytes())
+    yield tags
+    docker_cli("image", "rm", *tags)
 
 
 @pytest.mark.docker
-def test_the_socket_inspects_as_the_cli_does(tmp_path: Path) -> None:
-    need_docker()
+def test_the_socket_inspects_as_the_cli_does(small_images: list[str]) -> None:
     socket = dockerapi.local_socket()
     assert socket is not None
-    tag = docker_cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()[0]
+    tag = small_images[0]
     found = dockerapi.inspect(socket, tag)
     assert found == json.loads(docker_cli("image", "inspect", tag))[0]
     assert dockerapi.inspect(socket, "verl-nothing/here:0123") is None
 
 
 @pytest.mark.docker
-def test_the_engine_asks_the_socket_and_the_cli_alike(tmp_path: Path) -> None:
+def test_the_engine_asks_the_socket_and_the_cli_alike(
+    tmp_path: Path, small_images: list[str]
+) -> None:
     """The same answers with the socket as without it (DOCKER_HOST=tcp://: the CLI)."""
-    need_docker()
-    tag = docker_cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()[0]
+    tag = small_images[0]
     by_socket = DockerEngine.connect(tmp_path)
     by_cli = DockerEngine.connect(tmp_path)
     by_cli._socket = None  # as where DOCKER_HOST names no local socket
@@ -140,12 +160,13 @@ def test_the_engine_asks_the_socket_and_the_cli_alike(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
-def test_images_asked_together_answer_as_one_by_one(tmp_path: Path) -> None:
+def test_images_asked_together_answer_as_one_by_one(
+    tmp_path: Path, small_images: list[str]
+) -> None:
     """Several connections side by side, each kept for its share: the same answers."""
-    need_docker()
     socket = dockerapi.local_socket()
     assert socket is not None
-    tags = docker_cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()[:9]
+    tags = small_images
     # A connection asks on after a 404; a ref twice is asked once.
     refs = ["verl-nothing/here:0123", *tags, tags[0]]
     together = dockerapi.inspect_many(socket, refs, threads=4)
@@ -162,10 +183,9 @@ def test_images_asked_together_answer_as_one_by_one(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 def test_a_tag_over_the_socket_is_the_clis_and_a_missing_image_gets_the_clis_words(
-    tmp_path: Path,
+    tmp_path: Path, small_images: list[str]
 ) -> None:
-    need_docker()
-    image = docker_cli("image", "ls", "--format", "{{.ID}}").split()[0]
+    image = docker_cli("image", "inspect", "--format", "{{.Id}}", small_images[0]).strip()
     by_socket, by_cli = DockerEngine.connect(tmp_path), DockerEngine.connect(tmp_path)
     by_socket.client = Client("/nonexistent/docker", "20.10.24", buildx=False)  # socket alone
     by_cli._socket = None

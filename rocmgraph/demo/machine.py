@@ -80,6 +80,7 @@ def compile_cache(folder: Path, port: int, password: str = "") -> Iterator[str]:
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "redis.conf"
     config.touch(mode=0o600)
+    config.chmod(0o600)  # touch leaves the mode of a file there already
     config.write_text(f"requirepass {password}\n" if password else "")
     server = proc.spawn(
         ["redis-server", str(config), "--bind", "127.0.0.1", "--port", str(port), "--save", "",

@@ -229,12 +229,84 @@ RUN apt-get install -y rocm-dev=${ROCM_VERSION} && go install $TOOL@latest \\
 
 def test_what_installs_nothing_from_a_registry_is_no_finding() -> None:
     text = """FROM scratch
-RUN apt-get update && apt-get upgrade -y && apt-get install -y ./x.deb /tmp/y_1.0_amd64.deb \\
+RUN apt-get update && apt-get install -y ./x.deb /tmp/y_1.0_amd64.deb \\
     && apt-get remove -y x && npm ci && npm install && conda env create -f env.yml \\
     && go build ./... && go install && cargo build --release && pipx run black \\
-    && conda install --file requirements.txt && apt-get install -y -f
+    && conda install --file requirements.txt && apt-get install -y -f \\
+    && dnf clean all && yum install -y ./x.rpm && yarn install && pnpm install \\
+    && apk del .deps && rpm -qa && rpm -e x
 """
     assert found(text) == []
+
+
+def test_the_rpm_managers_apk_yarn_and_pnpm_are_judged_as_they_write_a_version() -> None:
+    text = """FROM scratch
+RUN dnf install -y --setopt=install_weak_deps=False --enablerepo crb zlib-devel \\
+        gcc-toolset-12 gcc-8.5.0 libstdc++-devel-8.5.0-4.el8 'python3-1:3.9.18-1.el9.x86_64' \\
+    && microdnf install --nodocs -y numactl && yum install -y /usr/bin/python3
+RUN apk add --no-cache --virtual .build-deps musl-dev=1.2.4-r2 'gcc~13' 'make>=4' curl
+RUN yarn global add --prefix /usr typescript@5.4.5 eslint && pnpm add -g pnpm@^9
+RUN pipx install black==24.1.0 && pipx inject black click 'rich==13.7.0'
+"""
+    assert as_text(audit(text)).splitlines() == [
+        "Dockerfile:2: dnf zlib-devel: unpinned: no -version-release",
+        "Dockerfile:3: dnf gcc-toolset-12: unpinned: no -version-release",
+        "Dockerfile:3: dnf gcc-8.5.0: unpinned: no -version-release",
+        "Dockerfile:3: dnf libstdc++-devel-8.5.0-4.el8: pinned",
+        "Dockerfile:3: dnf python3-1:3.9.18-1.el9.x86_64: pinned",
+        "Dockerfile:4: dnf numactl: unpinned: no -version-release",
+        "Dockerfile:4: dnf /usr/bin/python3: unpinned: no -version-release",
+        "Dockerfile:5: apk musl-dev=1.2.4-r2: pinned",
+        "Dockerfile:5: apk gcc~13: pinned to ~13, not one version",
+        "Dockerfile:5: apk make>=4: pinned to >=4, not one version",
+        "Dockerfile:5: apk curl: unpinned: no =version",
+        "Dockerfile:6: yarn typescript@5.4.5: pinned",
+        "Dockerfile:6: yarn eslint: unpinned: no @version",
+        "Dockerfile:6: pnpm pnpm@^9: pinned to ^9, not one version",
+        "Dockerfile:7: pipx black==24.1.0: pinned",
+        "Dockerfile:7: pipx click: unpinned: no ==version",
+        "Dockerfile:7: pipx rich==13.7.0: pinned",
+        "Dockerfile: 17 findings, 11 break a policy, 0 could not be checked",
+    ]
+
+
+def test_an_upgrade_of_everything_is_one_finding_and_a_package_it_names_is_judged() -> None:
+    text = """FROM scratch
+RUN apt-get update && apt-get upgrade -y && apt-get -y dist-upgrade && apt upgrade -y curl
+RUN dnf update -y && microdnf upgrade && yum update -y kernel-5.14.0-362.8.1.el9_3 && apk upgrade
+"""
+    assert as_text(audit(text)).splitlines() == [
+        "Dockerfile:2: apt every installed package: upgrade moves each to the newest there is, "
+        "not one version",
+        "Dockerfile:2: apt every installed package: dist-upgrade moves each to the newest there "
+        "is, not one version",
+        "Dockerfile:2: apt curl: unpinned: no =version",
+        "Dockerfile:3: dnf every installed package: update moves each to the newest there is, "
+        "not one version",
+        "Dockerfile:3: dnf every installed package: upgrade moves each to the newest there is, "
+        "not one version",
+        "Dockerfile:3: dnf kernel-5.14.0-362.8.1.el9_3: pinned",
+        "Dockerfile:3: apk every installed package: upgrade moves each to the newest there is, "
+        "not one version",
+        "Dockerfile: 7 findings, 6 break a policy, 0 could not be checked",
+    ]
+
+
+def test_a_package_given_by_url_is_a_download() -> None:
+    """rpm -ivh <url>, dnf install <url>, npm install <url>: fetched, whatever their name
+    says; rpm's other arguments (a query, a variable) fetch nothing."""
+    text = """FROM scratch
+RUN rpm -ivh https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm \\
+    && dnf install -y https://h/x-1.0-1.el9.rpm && npm install -g https://h/t-1.0.0.tgz \\
+    && rpm -q "$PACKAGE" --root /r
+"""
+    assert as_text(audit(text)).splitlines() == [
+        "Dockerfile:2: url https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm: "
+        "downloads a URL whose content no hash checks",
+        "Dockerfile:3: url https://h/x-1.0-1.el9.rpm: downloads a URL whose content no hash checks",
+        "Dockerfile:3: url https://h/t-1.0.0.tgz: downloads a URL whose content no hash checks",
+        "Dockerfile: 3 findings, 3 break a policy, 0 could not be checked",
+    ]
 
 
 # ---------------------------------------------------------------- variables

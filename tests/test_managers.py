@@ -28,6 +28,15 @@ def test_every_manager_is_a_kind_of_finding_and_no_command_runs_two() -> None:
         ("cargo install --git https://h/r --rev abc x", ["https://h/r"]),
         ("cargo install --path .", []),
         ("pipx install --suffix 2 --python python3.12 x", ["x"]),
+        ("pipx inject --pip-args=-q app x y", ["x", "y"]),  # app: what x and y go into
+        ("dnf install -y --setopt=a=b --enablerepo crb -x kernel x", ["x"]),
+        ("microdnf remove x", None),
+        ("apk add --no-cache --virtual .deps -X https://h/r x", ["x"]),
+        ("apk del .deps", None),
+        ("yarn global add --prefix /usr x@1.0.0", ["x@1.0.0"]),
+        ("yarn install --frozen-lockfile", None),
+        ("pnpm add -g --store-dir /s x", ["x"]),
+        ("apt-get -y upgrade", []),  # every package: one finding, no package
     ],
 )
 def test_option_values_and_other_subcommands_are_no_packages(
@@ -36,6 +45,20 @@ def test_option_values_and_other_subcommands_are_no_packages(
     name, *args = command.split()
     found = install_arguments(BY_COMMAND[name], args)
     assert (None if found is None else [args[i] for i in found.packages]) == packages
+
+
+@pytest.mark.parametrize(
+    ("command", "everything"),
+    [("apt-get -y dist-upgrade", 1), ("yum update", 0), ("apk upgrade -a", 0),
+     ("dnf update -y x", None), ("apt-get install -y", None)],
+)  # fmt: skip
+def test_an_upgrade_that_names_no_package_moves_every_package(
+    command: str, everything: int | None
+) -> None:
+    name, *args = command.split()
+    found = install_arguments(BY_COMMAND[name], args)
+    assert found is not None
+    assert found.everything == everything
 
 
 def test_a_version_option_is_every_packages_version() -> None:
@@ -62,6 +85,17 @@ def test_a_version_option_is_every_packages_version() -> None:
         ("cargo", "x@=1.2.3", Judged(Verdict.PINNED)),
         ("cargo", "x@1.2", Judged(Verdict.UNPINNED, "pinned to 1.2, not one version")),
         ("pipx", "x>=1", Judged(Verdict.UNPINNED, "pinned to a range (>=1), not one version")),
+        ("dnf", "x-1:2.0-3.el9.noarch", Judged(Verdict.PINNED)),
+        ("dnf", "x-2.0", Judged(Verdict.UNPINNED, "unpinned: no -version-release")),
+        ("dnf", "gcc-toolset-12-gcc", Judged(Verdict.UNPINNED, "unpinned: no -version-release")),
+        ("dnf", "@development", Judged(Verdict.UNPINNED, "unpinned: no -version-release")),
+        ("dnf", "./x-1.0-1.rpm", Judged(Verdict.LOCAL)),
+        ("apk", "x=1.0-r0", Judged(Verdict.PINNED)),
+        ("apk", "x=1.*", Judged(Verdict.UNPINNED, "pinned to 1.*, not one version")),
+        ("apk", "x<2", Judged(Verdict.UNPINNED, "pinned to <2, not one version")),
+        ("apk", "/tmp/x.apk", Judged(Verdict.LOCAL)),
+        ("yarn", "@scope/x@1.2.3", Judged(Verdict.PINNED)),
+        ("pnpm", "x@latest", Judged(Verdict.UNPINNED, "pinned to latest, not one version")),
     ],
 )
 def test_pins_are_judged_as_each_manager_writes_them(

@@ -65,7 +65,7 @@ _WRAPPERS: dict[str, frozenset[str]] = {
     "command": frozenset(),
     "eatmydata": frozenset(),
 }
-_DOWNLOADERS = frozenset({"curl", "wget", "aria2c"})
+_DOWNLOADERS = frozenset({"curl", "wget", "aria2c", "rpm"})  # rpm -ivh <url> fetches it
 _CHECKSUMS = frozenset({"sha256sum", "sha512sum", "sha384sum", "shasum", "b2sum"})
 # The downloaders' options that take the next word as their value.
 _DOWNLOAD_OPTIONS = {
@@ -89,9 +89,12 @@ _DOWNLOAD_OPTIONS = {
         "--max-concurrent-downloads -i --input-file --header -U --user-agent --all-proxy "
         "--http-proxy --https-proxy --checksum"
     ),
+    "rpm": pipargs.names("--root --dbpath -D --define --prefix --relocate --excludepath"),
 }
+# Those whose every other argument is a URL (rpm's are packages, files and queries).
+_URLS_ALONE = frozenset({"curl", "wget", "aria2c"})
 # What a script that can fetch something holds somewhere (cheaper to look for than to parse).
-_MARKS = ("pip", "git", "curl", "wget", "aria2", "$", *managers.BY_COMMAND)
+_MARKS = ("pip", "git", "curl", "wget", "aria2", "rpm", "$", *managers.BY_COMMAND)
 _URL = re.compile(r"(https?|ftp)://\S+")
 _GIT_URL = re.compile(r"((https?|git|ssh)://\S+?\.git|git@[^\s:]+:\S+?\.git)(#\S*)?$")
 
@@ -104,13 +107,21 @@ class Kind(StrEnum):
     PIP = "pip"
     # the other package managers: their names in rocmgraph.dockerfile.managers.MANAGERS
     APT = "apt"
+    DNF = "dnf"
+    APK = "apk"
     PIPX = "pipx"
     CONDA = "conda"
     NPM = "npm"
+    YARN = "yarn"
+    PNPM = "pnpm"
     CARGO = "cargo"
     GO = "go"
     URL = "url"
     ARG = "arg"
+
+
+# The value of a finding for `apt-get upgrade`, `dnf update`, `apk upgrade` with no package.
+EVERY_PACKAGE = "every installed package"
 
 
 @dataclass(frozen=True)
@@ -832,10 +843,17 @@ class _Walker:
     def _install(
         self, script: _Script, manager: managers.Manager, words: list[tuple[Expanded, shell.Word]]
     ) -> None:
-        """apt, pipx, conda, npm, cargo, go: each package it installs from a registry, judged
-        as pip's are (one with a variable is unknown, never guessed)."""
+        """apt, dnf, apk, pipx, conda, npm, yarn, pnpm, cargo, go: each package it installs
+        from a registry, judged as pip's are (one with a variable is unknown, never guessed);
+        an upgrade of every installed package is one finding."""
         found = managers.install_arguments(manager, [value.value for value, _ in words[1:]])
         if found is None:
+            return
+        if found.everything is not None:
+            value, word = words[1 + found.everything]
+            problem = f"{value.value} moves each to the newest there is, not one version"
+            self._add_finding(Finding(Kind(manager.name), script.text.line_at(word.offset),
+                                      EVERY_PACKAGE, (problem,)), ())  # fmt: skip
             return
         version = None if found.version is None else _option_value(words[1 + found.version][0])
         for at in found.packages:
@@ -845,6 +863,9 @@ class _Walker:
                 value = _joined(value, "@", version)
             judged = managers.judge(manager, value.value)
             if judged.verdict is pipargs.Verdict.LOCAL:
+                if _URL.match(value.value):  # dnf install https://.../x.rpm: fetched
+                    line = script.text.line_at(word.offset)
+                    self._download(value, line, script.verified, "", script)
                 continue
             unknown = self._unknown(value, None, script)
             problem = managers.loose(manager, value.value) if unknown else judged.problem
@@ -854,7 +875,7 @@ class _Walker:
 
     def _downloads(self, script: _Script, words: list[tuple[Expanded, shell.Word]]) -> None:
         """curl, wget, aria2c: each argument that is not an option's value is a URL to fetch
-        (one that holds an unknown variable is an unknown URL)."""
+        (one that holds an unknown variable is an unknown URL); rpm: each URL."""
         tool = posixpath.basename(words[0][0].value)
         takes_value = _DOWNLOAD_OPTIONS[tool]
         checked = script.verified or any(
@@ -870,7 +891,7 @@ class _Walker:
                 if text in takes_value:
                     at += 1  # its value is a file, a header, a proxy: not fetched
                 continue
-            if _URL.match(text) or not value.known:
+            if _URL.match(text) or (not value.known and tool in _URLS_ALONE):
                 self._download(value, script.text.line_at(word.offset), checked, "", script)
 
     def _download(self, value: Expanded, line: int, hashed: bool, how: str,

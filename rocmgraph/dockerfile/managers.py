@@ -5,7 +5,9 @@ whether each names one version.
 installs one package of a registry, pinned: option values and local files are
 not packages. Each manager is a row of one table (``MANAGERS``): the commands
 that run it, the subcommands that install, the options that take a value, and
-how a pin is written (``name=version``, ``name@version``, cargo's ``--version``).
+how a pin is written (``name=version``, ``name@version``, dnf's
+``name-version-release``, cargo's ``--version``). ``apt-get upgrade`` and
+``dnf update`` with no package move every installed package to the newest.
 pipx takes pip's requirements, and is judged as pip is (rocmgraph.dockerfile.pipargs).
 """
 
@@ -38,6 +40,10 @@ class Manager:
     version_options: frozenset[str] = frozenset()  # options whose value pins every package
     source_options: frozenset[str] = frozenset()  # options whose value is what is installed
     local_options: frozenset[str] = frozenset()  # options that install a folder of the build
+    # with no package named, these subcommands move every installed package to the newest
+    everything: frozenset[str] = frozenset()
+    leading: frozenset[str] = frozenset()  # words before the subcommand (yarn's global)
+    into: frozenset[str] = frozenset()  # subcommands whose first word is what they add to
 
 
 def _spec(separator: str) -> re.Pattern[str]:
@@ -45,27 +51,67 @@ def _spec(separator: str) -> re.Pattern[str]:
     return re.compile(rf"(?P<name>@?[^{separator}\s]+)(?:[{separator}](?P<version>.*))?", re.S)
 
 
+# What an npm registry's clients write: name@version, a commit of a git URL, a tarball.
+_NPM_EXACT = re.compile(rf"@?[^@\s]+@[=v]?{_SEMVER}|.*#{_COMMIT}", re.S)
+_NPM_LOCAL = re.compile(r"[./~].*|file:.*|.*\.(?:tgz|tar\.gz)", re.S)
+# dnf's [epoch:]version-release (the release starts with a digit: 4.el8, 1.fc39): a name
+# ends where it starts, gcc-toolset-12 is a name
+_RPM_VERSION = r"(?:\d+:)?\d[^-\s]*-\d[^-\s]*"
+
+
 MANAGERS = (
     Manager(
         "apt",
         names("apt apt-get"),
-        names("install reinstall"),
+        names("install reinstall upgrade dist-upgrade full-upgrade"),
         names("-o --option -t --target-release --default-release -c --config-file"),
         _spec("=/"),  # name=version, or name/release (a release, not a version)
         re.compile(r"[^=/]+=[^*?\[\]]+", re.S),
         re.compile(r"[./~].*|.*\.deb", re.S),
         "=version",
+        everything=names("upgrade dist-upgrade full-upgrade"),
+    ),
+    Manager(
+        "dnf",
+        names("dnf yum microdnf tdnf"),
+        names("install reinstall downgrade upgrade update distro-sync"),
+        names(
+            "-c --config --installroot --releasever --setopt -x --exclude --repo --repoid "
+            "--enablerepo --disablerepo -d --debuglevel -e --errorlevel --forcearch "
+            "--downloaddir --destdir --comment"
+        ),
+        re.compile(rf"(?P<name>.+?)(?:-(?P<version>{_RPM_VERSION}))?", re.S),
+        re.compile(rf".+-{_RPM_VERSION}", re.S),
+        re.compile(r".*\.rpm", re.S),  # a provide (/usr/bin/x, pkgconfig(z)) is a package
+        "-version-release",
+        everything=names("upgrade update distro-sync"),
+    ),
+    Manager(
+        "apk",
+        names("apk"),
+        names("add upgrade"),
+        names(
+            "-t --virtual -X --repository --repositories-file -p --root --arch --keys-dir "
+            "--cache-dir --cache-max-age --timeout"
+        ),
+        # name=version, or a constraint kept whole: name~1.2, name>=1.2
+        re.compile(r"(?P<name>[^=~<>\s]+)(?:(?:=(?=[^~<>])|(?=[~<>]))(?P<version>.+))?", re.S),
+        re.compile(r"[^=~<>\s]+=[^=~<>*\s]+", re.S),
+        re.compile(r"[./~].*|.*\.apk", re.S),
+        "=version",
+        everything=names("upgrade"),
     ),
     Manager(
         "pipx",
         names("pipx"),
-        names("install"),
+        names("install inject"),
         names("--python --suffix --pip-args --index-url -i --preinstall --backend --spec"),
         _PIP,
         _PIP,
         re.compile(r"[./~].*", re.S),
         "==version",
         requirements=True,
+        into=names("inject"),  # pipx inject <app> x: x goes into the app's environment
     ),
     Manager(
         "conda",
@@ -91,8 +137,29 @@ MANAGERS = (
             "--https-proxy --location"
         ),
         _spec("@"),
-        re.compile(rf"@?[^@\s]+@[=v]?{_SEMVER}|.*#{_COMMIT}", re.S),
-        re.compile(r"[./~].*|file:.*|.*\.(?:tgz|tar\.gz)", re.S),
+        _NPM_EXACT,
+        _NPM_LOCAL,
+        "@version",
+    ),
+    Manager(
+        "yarn",
+        names("yarn"),
+        names("add"),
+        names("--cwd --registry --modules-folder --cache-folder --global-folder --prefix"),
+        _spec("@"),
+        _NPM_EXACT,
+        _NPM_LOCAL,
+        "@version",
+        leading=names("global"),
+    ),
+    Manager(
+        "pnpm",
+        names("pnpm"),
+        names("add"),
+        names("-C --dir --filter -F --store-dir --registry --global-dir --config"),
+        _spec("@"),
+        _NPM_EXACT,
+        _NPM_LOCAL,
         "@version",
     ),
     Manager(
@@ -136,6 +203,7 @@ class Install:
 
     packages: tuple[int, ...]  # the indexes of the words that are packages
     version: int | None = None  # of the word an option gives as every package's version
+    everything: int | None = None  # of its subcommand, when it moves every installed package
 
 
 def install_arguments(manager: Manager, args: list[str]) -> Install | None:
@@ -164,9 +232,16 @@ def install_arguments(manager: Manager, args: list[str]) -> Install | None:
         elif not word.startswith("-"):
             positional.append(at)
         at += 2 if valued else 1
-    if not positional or args[positional[0]] not in manager.verbs:
+    while positional[1:] and args[positional[0]] in manager.leading:
+        positional.pop(0)  # yarn global add x: add is the subcommand
+    if not positional or (verb := args[positional[0]]) not in manager.verbs:
         return None
-    return Install((source,) if source is not None else tuple(positional[1:]), version)
+    if source is not None:
+        return Install((source,), version)
+    packages = tuple(positional[1 + (verb in manager.into) :])
+    if not packages and verb in manager.everything:
+        return Install((), everything=positional[0])
+    return Install(packages, version)
 
 
 def loose(manager: Manager, spec: str) -> str:

@@ -127,14 +127,23 @@ def pull_side_by_side(
             wanted.append(name)
     if wanted:
         with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
-            list(pool.map(lambda name: _pull(run, engine, session, name), wanted))
+            fetched = list(pool.map(lambda name: _fetch(run, engine, session, name), wanted))
+        # Taken in once every pull has ended: a lying image may be another stage's under a
+        # second tag, and removing its tag must not remove what a pull still registers.
+        for name in [name for name, ok in zip(wanted, fetched, strict=True) if ok]:
+            _adopt(run, engine, session, name)
     return set(wanted)
 
 
 def _pull(run: Run, engine: Engine, session: Session, name: str) -> bool:
     """Pull stage ``name`` from the cache and tag it as built here; False (said) when the
     pull fails or the image's key label is not the key its tag claims."""
-    cached, key = run.cached_ref(name), run.keys[name].key
+    return _fetch(run, engine, session, name) and _adopt(run, engine, session, name)
+
+
+def _fetch(run: Run, engine: Engine, session: Session, name: str) -> bool:
+    """Pull stage ``name``'s image from the cache; False (said) when the pull fails."""
+    cached = run.cached_ref(name)
     started = time.monotonic()
     try:
         engine.pull(cached)
@@ -144,6 +153,13 @@ def _pull(run: Run, engine: Engine, session: Session, name: str) -> bool:
         _warn(f"could not pull {cached} ({exc}); building it here")
         return False
     session.timeline.transfer(trace.Transfer.PULL, name, started, time.monotonic())
+    return True
+
+
+def _adopt(run: Run, engine: Engine, session: Session, name: str) -> bool:
+    """Tag the image pulled for stage ``name`` as built here, and drop the cache's tag;
+    False (said) when its key label is not the key its tag claims."""
+    cached, key = run.cached_ref(name), run.keys[name].key
     # Another run on this engine may pull the same tag at once and remove it when done:
     # what follows names the image by its id.
     image = engine.image_id(cached)

@@ -41,7 +41,7 @@ class Played:
 
 def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, played: Played) -> Path:
     monkeypatch.setattr(proc, "stream", played.stream)
-    client = Client("/usr/bin/docker", "20.10.24", buildx=False)
+    client = Client("/usr/bin/docker", "26.1.5", "0.13.1")
     engine = DockerEngine(client, tmp_path / "logs", out=io.StringIO())
     engine.build(BuildJob(stage="causal_conv1d", ref="ns/causal_conv1d:" + "c" * 64,
                           context=tmp_path))  # fmt: skip

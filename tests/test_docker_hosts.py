@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from rocmgraph.common.engine import BuildJob
-from rocmgraph.common.errors import EngineError
 from rocmgraph.outside import proc
 from rocmgraph.outside.docker import Client, DockerEngine
 
@@ -45,8 +44,8 @@ def job(tmp_path: Path) -> BuildJob:
     return BuildJob(stage="vllm", ref="ns/vllm:" + "a" * 64, context=tmp_path)
 
 
-def engine(tmp_path: Path, buildx: bool, **where: str) -> DockerEngine:
-    client = Client("/usr/bin/docker", "28.1.1" if buildx else "20.10.24", buildx)
+def engine(tmp_path: Path, **where: str) -> DockerEngine:
+    client = Client("/usr/bin/docker", "26.1.5", "0.13.1")
     return DockerEngine(client, tmp_path / "logs", out=io.StringIO(), **where)
 
 
@@ -57,18 +56,20 @@ def only_host(env: Mapping[str, str]) -> str:
 def test_a_builder_host_reaches_every_call_and_the_log_says_where(
     tmp_path: Path, recorded: Recorded
 ) -> None:
-    on_b = engine(tmp_path, buildx=False, host=HOST)
+    on_b = engine(tmp_path, host=HOST)
     on_b.build(job(tmp_path))
     on_b.tag("ns/vllm:x", "ns/vllm:y")
     (build_argv, build_env), (tag_argv, tag_env) = recorded.calls
-    assert build_argv[:4] == ["/usr/bin/docker", "build", "--progress=plain", "--tag"]
-    assert (only_host(build_env), build_env["DOCKER_BUILDKIT"]) == (HOST, "1")
+    assert build_argv[:5] == ["/usr/bin/docker", "buildx", "build", "--load", "--progress=plain"]
+    assert only_host(build_env) == HOST
     assert (tag_argv, only_host(tag_env)) == (
         ["/usr/bin/docker", "tag", "ns/vllm:x", "ns/vllm:y"],
         HOST,
     )
     log = (tmp_path / "logs" / "vllm-aaaaaaaaaaaa.log").read_text().splitlines()
-    assert log[0].startswith(f"$ DOCKER_HOST={HOST} /usr/bin/docker build --progress=plain ")
+    assert log[0].startswith(
+        f"$ DOCKER_HOST={HOST} /usr/bin/docker buildx build --load --progress=plain "
+    )
     assert on_b.name == HOST
 
 
@@ -76,26 +77,16 @@ def test_the_local_engine_leaves_docker_host_as_it_is(
     tmp_path: Path, recorded: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    local = engine(tmp_path, buildx=False)
+    local = engine(tmp_path)
     local.build(job(tmp_path))
     assert "DOCKER_HOST" not in recorded.calls[0][1]
     assert local.name == "local"
 
 
 def test_a_buildx_builder_is_passed_to_buildx(tmp_path: Path, recorded: Recorded) -> None:
-    engine(tmp_path, buildx=True, builder="k8s").build(job(tmp_path))
+    engine(tmp_path, builder="k8s").build(job(tmp_path))
     argv = recorded.calls[0][0]
     assert argv[:6] == ["/usr/bin/docker", "buildx", "build", "--builder", "k8s", "--load"]
-
-
-def test_a_builder_without_buildx_is_one_clear_error(tmp_path: Path, recorded: Recorded) -> None:
-    with pytest.raises(EngineError) as caught:
-        engine(tmp_path, buildx=False, builder="k8s").build(job(tmp_path))
-    assert str(caught.value) == (
-        "builder=k8s names a buildx builder, but /usr/bin/docker 20.10.24 has no buildx: "
-        "install docker-buildx, or drop builder= to build on the engine itself"
-    )
-    assert recorded.calls == []
 
 
 def test_an_image_name_on_docker_hub_is_found_as_the_cli_lists_it(
@@ -109,7 +100,7 @@ def test_an_image_name_on_docker_hub_is_found_as_the_cli_lists_it(
         return type("Done", (), {"stdout": listed})()
 
     monkeypatch.setattr(proc, "run", run)
-    remote = engine(tmp_path, buildx=False, host=HOST)
+    remote = engine(tmp_path, host=HOST)
     assert remote.image_ids(
         ["docker.io/amd/verl/vllm:k", "docker.io/library/x:1", "localhost:5000/y:2", "z:1"]
     ) == {

@@ -281,12 +281,16 @@ def test_a_secret_package_index_never_reaches_a_layer(e2e: E2E, tmp_path: Path) 
     docker("save", "--output", str(archive), image)
     with tarfile.open(archive) as saved:
         members = [m for m in saved.getmembers() if m.isfile()]
-        assert any(m.name.endswith("layer.tar") for m in members)
+        listed = saved.extractfile("manifest.json")
+        assert listed is not None
+        # <id>/layer.tar (docker 20.10's save) or blobs/sha256/<hex> (25's on, OCI's layout)
+        layers = set(json.load(listed)[0]["Layers"])
+        assert layers <= {m.name for m in members}
         for member in members:  # every layer, the config, the manifest
             data = saved.extractfile(member)
             assert data is not None
             blob = data.read()
-            if member.name.endswith(".tar"):
+            if member.name in layers:
                 with tarfile.open(fileobj=io.BytesIO(blob)) as layer:
                     for entry in layer.getmembers():
                         content = layer.extractfile(entry) if entry.isfile() else None

@@ -138,7 +138,7 @@ def test_a_push_is_streamed_and_stopped_by_the_interrupt(tmp_path: Path) -> None
     client = tmp_path / "docker"
     client.write_text(SLOW_PUSH)
     client.chmod(0o755)
-    engine = DockerEngine(Client(str(client), "20.10.24", False), tmp_path)
+    engine = DockerEngine(Client(str(client), "26.1.5", "0.13.1"), tmp_path)
     failed: list[GraphToolError] = []
 
     def push() -> None:

@@ -27,7 +27,7 @@ _AS = re.compile(r"^FROM \S+ AS (\S+)$", re.MULTILINE)
 HEADER = (
     "# The verl ROCm image as one Dockerfile, rendered from the pins by `doit render`.\n"
     "# Pins: {pins}; arch: {archs}. Build with BuildKit:\n"
-    "#   DOCKER_BUILDKIT=1 docker build --secret id=pip.conf,src=<a pip.conf> <context>\n"
+    "#   docker buildx build --secret id=pip.conf,src=<a pip.conf> <context>\n"
     "# where the context holds src/<source> (patched), wheels/ and the recipe files:\n"
     "# `doit build` assembles it, checked by hash; this file cannot do that for you.\n"
 )

@@ -23,7 +23,7 @@ from pathlib import Path
 from rocmgraph.common.errors import EngineError
 from rocmgraph.outside import proc
 
-DOCKER = "/usr/bin/docker"  # docker.io's client: BuildKit builds without buildx
+DOCKER = "/usr/bin/docker"  # docker.io's client, with docker-buildx beside it
 
 
 @contextmanager

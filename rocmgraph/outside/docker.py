@@ -1,10 +1,9 @@
 """The one module that runs the docker CLI: client choice, BuildKit builds, tags, logs.
 
-Client choice: ``docker buildx build --load`` where buildx works; else
-``DOCKER_BUILDKIT=1 docker build`` with a client old enough to run BuildKit
-without buildx (docker.io's 20.10 does; a 23+ client refuses). Each client on
-PATH is tried, then /usr/bin/docker; ``VERL_GRAPH_DOCKER`` names one. When
-none works, one line says what to install or start.
+Client choice: the first client with buildx (``docker buildx build --load``): the
+one on PATH, then /usr/bin/docker; ``VERL_GRAPH_DOCKER`` names one. A client
+without buildx (docker.io 20.10's, say) is refused in one line that says what to
+install.
 """
 
 from __future__ import annotations
@@ -47,20 +46,13 @@ ENGINE_RACE = "flightcontrol: exceeded retry timeout"
 @dataclass(frozen=True)
 class Client:
     path: str
-    version: str
-    buildx: bool
+    version: str  # the client's own: 26.1.5
+    buildx: str  # its buildx plugin's: 0.13.1
 
     def build_argv(self, builder: str = "") -> list[str]:
         """How this client starts a BuildKit build (on buildx's ``builder``, if named)."""
-        if self.buildx:
-            return [self.path, "buildx", "build", *(["--builder", builder] if builder else []),
-                    "--load"]  # fmt: skip
-        if builder:
-            raise EngineError(
-                f"builder={builder} names a buildx builder, but {self.path} {self.version} has no "
-                "buildx: install docker-buildx, or drop builder= to build on the engine itself"
-            )
-        return [self.path, "build"]
+        on = ["--builder", builder] if builder else []
+        return [self.path, "buildx", "build", *on, "--load"]
 
 
 def candidates(environ: dict[str, str] | None = None) -> list[str]:
@@ -85,8 +77,8 @@ def remembered_client(paths: list[str], memo: Path) -> Client:
     stamp = [_stamp(path) for path in paths]
     try:
         known = json.loads(memo.read_text(encoding="utf-8"))
-        if known["candidates"] == stamp:
-            return Client(**known["client"])
+        if known["candidates"] == stamp and isinstance(known["client"]["buildx"], str):
+            return Client(**known["client"])  # (a memo of before buildx was required: a bool)
     except (OSError, ValueError, KeyError, TypeError):
         pass
     client = find_client(paths)
@@ -106,27 +98,23 @@ def _stamp(path: str) -> list[object]:
 
 
 def find_client(paths: list[str]) -> Client:
-    """The first client that can run BuildKit builds; else one line naming each problem."""
+    """The first client with buildx; else one line naming each problem and the fix."""
     problems = []
     for path in paths:
         version = _client_version(path)
         if not version:
             problems.append(f"{path}: not a working docker client")
             continue
-        try:
-            proc.run([path, "buildx", "version"], timeout=30)
-            return Client(path, version, buildx=True)
-        except (CommandFailed, CommandMissing):
-            pass
-        if version and int(version.split(".", 1)[0]) < 23:
-            return Client(path, version, buildx=False)
-        problems.append(
-            f"{path} {version} has no buildx and refuses BuildKit builds without it "
-            "(install docker-buildx)"
-        )
+        buildx = _buildx_version(path)
+        if buildx:
+            return Client(path, version, buildx)
+        problems.append(f"{path} {version} has no buildx")
     if not paths:
-        problems.append("no docker client on PATH (install docker.io)")
-    raise EngineError(f"no docker client can build with BuildKit: {'; '.join(problems)}")
+        problems.append("no docker client on PATH")
+    raise EngineError(
+        f"no docker client can build with buildx: {'; '.join(problems)}; install Docker 26 or "
+        "later with docker-buildx (bash bootstrap.sh does)"
+    )
 
 
 def _client_version(path: str) -> str:
@@ -137,6 +125,17 @@ def _client_version(path: str) -> str:
         return ""
     # "Docker version 20.10.24+dfsg1, build 297e128"
     return out.split("version", 1)[-1].strip().split(",", 1)[0].split("+", 1)[0]
+
+
+def _buildx_version(path: str) -> str:
+    """``0.13.1`` from ``docker buildx version``; "" where the client has no buildx."""
+    try:
+        out = proc.run([path, "buildx", "version"], timeout=30).stdout
+    except (CommandFailed, CommandMissing):
+        return ""
+    # "github.com/docker/buildx 0.13.1+ds1 0.13.1+ds1-3", "github.com/docker/buildx v0.30.1 9e66"
+    words = out.split()
+    return words[1].removeprefix("v").split("+", 1)[0] if len(words) > 1 else "?"
 
 
 class Redactor:
@@ -378,7 +377,7 @@ class DockerEngine:
 
             where = f"DOCKER_HOST={self.host} " if self.host else ""
             on_line(f"$ {where}{' '.join(argv)}")
-            env = {**self._environ(), "DOCKER_BUILDKIT": "1"}
+            env = self._environ()
             returncode = proc.stream(argv, on_line, env=env)
             if returncode != 0 and any(ENGINE_RACE in line for line in tail):
                 retry = f"BuildKit lost a race between builds ({ENGINE_RACE})"

@@ -330,18 +330,23 @@ class _Builds:
         self.scratch: set[str] = set()
         self._seconds: dict[str, float] = {}
 
-    def solve(self, wave: tuple[str, ...]) -> None:
-        """Build ``wave`` in one solve (solve.py), less the stages whose parent failed."""
+    def solve(self, wave: tuple[str, ...], *, fresh: bool = False) -> None:
+        """Build ``wave`` in one solve (solve.py), less the stages whose parent failed;
+        ``fresh``: its own steps run anew, none taken from BuildKit's cache."""
         wave = self._left(wave, self.failed)  # they wait for the next run
         if not wave:
             return
         with contextlib.ExitStack() as held:
             folder, kept = _context_folder(self.run, wave[-1], held)
-            again = self._solve(wave, folder, kept)
+            again = self._solve(wave, folder, kept, fresh)
         for name in again:  # once the folder is free: a stage built again takes it too
-            self.solve((name,))  # alone: on its parent's image
+            # Alone, on its parent's image, and anew: BuildKit 0.13 matches the steps built on
+            # the other copy of the parent to those on its image, and would give them back.
+            self.solve((name,), fresh=True)
 
-    def _solve(self, wave: tuple[str, ...], context_dir: Path, kept: bool) -> list[str]:
+    def _solve(
+        self, wave: tuple[str, ...], context_dir: Path, kept: bool, fresh: bool
+    ) -> list[str]:
         """Build ``wave`` from ``context_dir``; the stages to build again, alone."""
         owners, unprepared = self._prepare(wave, context_dir)
         wave = self._left(wave, unprepared)  # a fetch, a patch, a parent
@@ -366,6 +371,7 @@ class _Builds:
                     _job(run, wave, name, context_dir, secrets=secrets, hide=hide),
                     log=self.outside.logs / "builds" / f"{name}-{run.keys[name].short}.log",
                     on_line=functools.partial(router.feed, name),
+                    no_cache=fresh,
                 )
                 for name in wave
             }

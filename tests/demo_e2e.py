@@ -16,12 +16,15 @@ import re
 import subprocess
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import edit_toml, need_docker, run_doit
 
+from rocmgraph.common.engine import ImageStore
+from rocmgraph.demo.machine import second_engine
 from rocmgraph.demo.profile import pins_path
 
 DOCKER = "/usr/bin/docker"
@@ -245,3 +248,22 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> E2E:
     docker("builder", "prune", "--all", "--force")
     prepare("demo")
     return copy_of_demo(tmp_path_factory.mktemp("e2e"))
+
+
+@pytest.fixture(scope="session")
+def containerd_engine() -> Iterator[dict[str, str]]:
+    """A second engine that keeps its images in containerd's store (Docker 29's default):
+    the environment that points the docker CLI at it."""
+    need_docker()
+    with second_engine(ImageStore.CONTAINERD) as env:
+        yield env
+
+
+@pytest.fixture(params=list(ImageStore), ids=[store.value for store in ImageStore])
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ImageStore:
+    """Each image store in turn: the test's docker and doit commands go to the default
+    engine (classic), then to ``containerd_engine``."""
+    if request.param is ImageStore.CONTAINERD:
+        env = request.getfixturevalue("containerd_engine")
+        monkeypatch.setenv("DOCKER_HOST", env["DOCKER_HOST"])
+    return ImageStore(request.param)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rocmgraph.common.engine import BuildJob
+from rocmgraph.common.engine import BuildJob, ImageStore
 from rocmgraph.common.errors import BuildFailed
 from rocmgraph.outside import proc
 from rocmgraph.outside.docker import Client, DockerEngine
@@ -42,7 +42,7 @@ class Played:
 def build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, played: Played) -> Path:
     monkeypatch.setattr(proc, "stream", played.stream)
     client = Client("/usr/bin/docker", "26.1.5", "0.13.1")
-    engine = DockerEngine(client, tmp_path / "logs", out=io.StringIO())
+    engine = DockerEngine(client, tmp_path / "logs", out=io.StringIO(), store=ImageStore.CLASSIC)
     engine.build(BuildJob(stage="causal_conv1d", ref="ns/causal_conv1d:" + "c" * 64,
                           context=tmp_path))  # fmt: skip
     return tmp_path / "logs" / "causal_conv1d-cccccccccccc.log"

@@ -34,6 +34,7 @@ from test_faults import other_verl_commit
 
 import stages
 from rocmgraph.common import failpoints
+from rocmgraph.common.engine import ImageStore
 from rocmgraph.common.layout import ROOT
 from rocmgraph.demo.machine import DOCKER, compile_cache, images, second_engine
 from rocmgraph.demo.profile import DEMO_ROOT
@@ -71,6 +72,13 @@ def machine_b() -> Iterator[dict[str, str]]:
         yield env
 
 
+@pytest.fixture(scope="module")
+def machine_b_containerd() -> Iterator[dict[str, str]]:
+    """Another machine that keeps its images in containerd's store (Docker 29's default)."""
+    with second_engine(ImageStore.CONTAINERD) as env:
+        yield env
+
+
 def pushed(result: subprocess.CompletedProcess[str]) -> set[str]:
     return set(re.findall(r"^pushed (\w+) [0-9a-f]{12} to ", result.stdout, re.MULTILINE))
 
@@ -85,10 +93,15 @@ def on_b(env: dict[str, str], *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout  # fmt: skip
 
 
+@pytest.mark.parametrize("b_store", list(ImageStore), ids=[f"b-{s.value}" for s in ImageStore])
 def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_changed(
-    tmp_path: Path, registry: str, machine_b: dict[str, str]
+    tmp_path: Path, registry: str, b_store: ImageStore, request: pytest.FixtureRequest
 ) -> None:
+    """B keeps its images in either store; A, in the default engine's."""
+    fixture = "machine_b_containerd" if b_store is ImageStore.CONTAINERD else "machine_b"
+    machine_b: dict[str, str] = request.getfixturevalue(fixture)
     world = copy_of_demo(tmp_path)
+    registry = f"{registry}-{b_store.value}"  # a cache of its own: A shares every stage
     cache = f"cache={registry}"
     # A built every stage before the cache was set: the run shares them all, builds nothing.
     first = world.build("gfx942", cache)

@@ -59,15 +59,17 @@ def test_an_image_is_cached_only_when_its_manifest_and_every_blob_are_there(
         assert not stored.has(f"{reg.host}/verl-e2e/vllm:k1")  # a tag is not an image
 
 
-def test_the_config_digest_is_the_id_an_engine_gives_the_image(tmp_path: Path) -> None:
+def test_the_ids_an_engine_gives_the_image_are_its_config_s_and_the_tag_s_digests(
+    tmp_path: Path,
+) -> None:
     need("docker-registry")
     stored = registry.Client(Http(attempts=1))
     config = b'{"architecture":"amd64","os":"linux"}'
     with Registry(tmp_path / "registry") as reg:
-        reg.push("verl-e2e/manifest", "k1", config)
-        found = stored.config_digest(f"{reg.host}/verl-e2e/manifest:k1")
-        assert found == f"sha256:{hashlib.sha256(config).hexdigest()}"
-        assert stored.config_digest(f"{reg.host}/verl-e2e/manifest:k2") is None
+        manifest = reg.push("verl-e2e/manifest", "k1", config)
+        found = stored.engine_ids(f"{reg.host}/verl-e2e/manifest:k1")
+        assert found == {f"sha256:{hashlib.sha256(config).hexdigest()}", manifest}
+        assert stored.engine_ids(f"{reg.host}/verl-e2e/manifest:k2") == frozenset()
 
 
 def test_an_image_pushed_as_an_index_is_its_linux_amd64_image(tmp_path: Path) -> None:
@@ -84,9 +86,11 @@ def test_an_image_pushed_as_an_index_is_its_linux_amd64_image(tmp_path: Path) ->
         reg.push_index("verl-e2e/vllm", "k1", {image: amd64, attestation: unknown})
         reg.push_index("verl-e2e/vllm", "arm", {attestation: unknown})
         assert stored.has(f"{reg.host}/verl-e2e/vllm:k1")
-        assert stored.config_digest(f"{reg.host}/verl-e2e/vllm:k1") == (
-            f"sha256:{hashlib.sha256(config).hexdigest()}"
-        )
+        index = stored.digest(f"{reg.host}/verl-e2e/vllm:k1")
+        assert stored.engine_ids(f"{reg.host}/verl-e2e/vllm:k1") == {
+            f"sha256:{hashlib.sha256(config).hexdigest()}",
+            index,
+        }
         assert not stored.has(f"{reg.host}/verl-e2e/vllm:arm")
 
 

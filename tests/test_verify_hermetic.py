@@ -32,6 +32,7 @@ from test_slsa import VALIDATOR
 import stages
 from rocmgraph.build import progress, records
 from rocmgraph.common import filetree
+from rocmgraph.common.engine import ImageStore
 from rocmgraph.common.fsutil import sha256_file
 from rocmgraph.common.layout import default_cache
 from rocmgraph.fetch.store import Store
@@ -320,10 +321,11 @@ def a_closure_that_lacks_a_file_fails_the_build_naming_it(
     assert "No matching distribution found for megatron-core==0.18.0" in failed.stderr
 
 
-def test_the_main_job_builds_the_demo_in_one_command(tmp_path: Path) -> None:
+def test_the_main_job_builds_the_demo_in_one_command(tmp_path: Path, store: ImageStore) -> None:
     """The README's main job from a fresh clone: `doit build:image profile=demo` with no
     closure locked. A demo's inputs are all made here, so the build locks its closures
-    first, says so in one line, and builds every stage with the network off."""
+    first, says so in one line, and builds every stage with the network off; on either
+    image store."""
     world = copy_of_demo(tmp_path, name="verl-onecmd")
     world.hermetic = True  # as the README's command builds
     assert not (tmp_path / "pins.lock.toml").exists()

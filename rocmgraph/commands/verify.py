@@ -84,22 +84,25 @@ def _keys(run: Run, labels: dict[str, str]) -> list[Row]:
 
 
 def _content(run: Run, outside: Outside, engine: DockerEngine, image: str) -> list[Row]:
-    """The image's id against that of the final stage's image of its key, here or cached."""
+    """The image's id against that of the final stage's image of its key, here or cached
+    (either id an engine gives it: its configuration's digest in the classic store, its
+    index's or manifest's in the containerd store)."""
     mine = engine.image_id(image) or ""
-    built = engine.image_id(run.ref(run.graph.final))
-    where = "as built here"
-    if built is None and run.cache:
+    here = engine.image_id(run.ref(run.graph.final))
+    built, where = frozenset({here} if here else ()), "as built here"
+    if not built and run.cache:
         where = f"as {run.cache} holds it"
         try:
-            built = outside.cache_registry.config_digest(run.cached_ref(run.graph.final))
+            built = outside.cache_registry.engine_ids(run.cached_ref(run.graph.final))
         except GraphToolError as exc:
             return [Row("content", "", f"the stage cache does not answer: {exc}", True)]
-    if built is None:
+    if not built:
         key = run.keys[run.graph.final].short
         nowhere = f"no build of key {key} here, and no stage cache that holds it (cache=)"
         return [Row("content", "", nowhere, True)]
-    if built != mine:
-        return [Row("content", f"{built[:19]} ({where})", f"{mine[:19]}: changed after its build")]
+    if mine not in built:
+        said = " or ".join(sorted(digest[:19] for digest in built))
+        return [Row("content", f"{said} ({where})", f"{mine[:19]}: changed after its build")]
     return []
 
 

@@ -7,11 +7,29 @@ interface.
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+
+class ImageStore(enum.Enum):
+    """Where an engine keeps its images: its own layer store (overlay2; Docker's default up
+    to 28), or containerd's content store and snapshotters (Docker 29's default)."""
+
+    CLASSIC = "classic"
+    CONTAINERD = "containerd"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What an engine is, as a benchmark or a bug report names it."""
+
+    server: str  # dockerd's version: 26.1.5
+    buildx: str  # the client's buildx: 0.13.1
+    store: ImageStore
 
 
 @dataclass(frozen=True)

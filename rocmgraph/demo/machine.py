@@ -9,6 +9,7 @@ it shares nothing with the first engine but the registries both reach on
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rocmgraph.common.engine import ImageStore
 from rocmgraph.common.errors import EngineError
 from rocmgraph.outside import proc
 
@@ -27,16 +29,20 @@ DOCKER = "/usr/bin/docker"  # docker.io's client, with docker-buildx beside it
 
 
 @contextmanager
-def second_engine() -> Iterator[dict[str, str]]:
-    """Start another dockerd; yield the environment that points the docker CLI at it. Its
-    flags are $DOCKERD_ARGS, as bootstrap.sh gives the first one."""
+def second_engine(store: ImageStore = ImageStore.CLASSIC) -> Iterator[dict[str, str]]:
+    """Start another dockerd, keeping its images in ``store``; yield the environment that
+    points the docker CLI at it. Its flags are $DOCKERD_ARGS, as bootstrap.sh gives the
+    first one."""
     # A short path: the exec root holds unix sockets, whose paths may not pass 108 bytes.
     root = Path(tempfile.mkdtemp(prefix="vrg-b-", dir="/tmp"))
     socket = root / "docker.sock"
     flags = shlex.split(os.environ.get("DOCKERD_ARGS", "--bridge=none --iptables=false"))
+    config = root / "daemon.json"
+    snapshotter = store is ImageStore.CONTAINERD  # Docker 29's default, a feature before it
+    config.write_text(json.dumps({"features": {"containerd-snapshotter": snapshotter}}))
     daemon = proc.spawn(
-        ["dockerd", *flags, f"--data-root={root}/data", f"--exec-root={root}/exec",
-         f"--host=unix://{socket}", f"--pidfile={root}/docker.pid"],
+        ["dockerd", *flags, f"--config-file={config}", f"--data-root={root}/data",
+         f"--exec-root={root}/exec", f"--host=unix://{socket}", f"--pidfile={root}/docker.pid"],
         log=root / "dockerd.log",
     )  # fmt: skip
     env = {"DOCKER_HOST": f"unix://{socket}"}

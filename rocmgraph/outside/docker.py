@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
-from rocmgraph.common.engine import BuildJob, familiar
+from rocmgraph.common.engine import BuildJob, EngineFacts, ImageStore, familiar
 from rocmgraph.common.errors import BuildFailed, EngineError, GraphToolError
 from rocmgraph.common.fsutil import atomic_write_text
 from rocmgraph.inimage import manifest
@@ -51,8 +51,7 @@ class Client:
 
     def build_argv(self, builder: str = "") -> list[str]:
         """How this client starts a BuildKit build (on buildx's ``builder``, if named)."""
-        on = ["--builder", builder] if builder else []
-        return [self.path, "buildx", "build", *on, "--load"]
+        return [self.path, "buildx", "build", *(["--builder", builder] if builder else [])]
 
 
 def candidates(environ: dict[str, str] | None = None) -> list[str]:
@@ -164,6 +163,7 @@ class DockerEngine:
         *,
         host: str = "",
         builder: str = "",
+        store: ImageStore | None = None,
     ) -> None:
         self.client = client
         self.log_dir = log_dir
@@ -173,6 +173,7 @@ class DockerEngine:
         # builder its builds run on ("": the engine's own BuildKit).
         self.host = host
         self.builder = builder
+        self._store = store  # where the engine keeps its images (None: asked when needed)
         # What the engine said of each image asked about, until something changes: over its
         # socket, one image at a time; or, where there is no local socket, the CLI's list.
         self._inspected: dict[str, dict[str, object] | None] = {}
@@ -194,12 +195,39 @@ class DockerEngine:
         found = candidates()
         client = remembered_client(found, memo) if memo else find_client(found)
         network = os.environ.get(NETWORK_ENV, "") if network is None else network
+        if builder and (context := _context_host(client, builder)):
+            host, builder = context, ""  # where its builds keep their images: ask there
         return cls(client, log_dir, network, host=host, builder=builder)
 
     @property
     def name(self) -> str:
         """How a person names this engine: its DOCKER_HOST, or "local"."""
         return self.host or "local"
+
+    def facts(self) -> EngineFacts:
+        """The engine's version, the client's buildx, and where the engine keeps images."""
+        info = json.loads(self._docker("info", "--format", "{{json .}}"))
+        status = dict(pair for pair in info.get("DriverStatus") or [] if len(pair) == 2)
+        containerd = status.get("driver-type") == "io.containerd.snapshotter.v1"
+        server = str(info.get("ServerVersion", "?")).split("+", 1)[0]
+        return EngineFacts(
+            server, self.client.buildx, ImageStore.CONTAINERD if containerd else ImageStore.CLASSIC
+        )
+
+    @property
+    def store(self) -> ImageStore:
+        if self._store is None:
+            self._store = self.facts().store
+        return self._store
+
+    def _output(self) -> list[str]:
+        """Where a build's image goes: into this engine. On the containerd store, with its
+        new layers compressed by zstd at level 1: gzip, the default, made exporting a stage
+        image cost more than its steps (a cold build of the demo: 87.8 s against 59.6 s).
+        A builder of another driver loads it here (a tarball through the client)."""
+        if not self.builder and self.store is ImageStore.CONTAINERD:
+            return ["--output", "type=image,compression=zstd,compression-level=1"]
+        return ["--load"]
 
     def _environ(self) -> dict[str, str]:
         """The environment the client runs in: pointed at this engine, if it names one."""
@@ -344,7 +372,8 @@ class DockerEngine:
 
     def build(self, job: BuildJob) -> None:
         log_path = job.log or log_file(self.log_dir, job.stage, job.ref.rsplit(":", 1)[-1])
-        argv = [*self.client.build_argv(self.builder), "--progress=plain", "--tag", job.ref]
+        argv = [*self.client.build_argv(self.builder), *self._output(), "--progress=plain"]
+        argv += ["--tag", job.ref]
         if job.target:
             argv += ["--target", job.target]
         if job.no_cache:
@@ -439,6 +468,25 @@ class DockerEngine:
         """``docker image inspect``'s ``.Config`` of ``ref``."""
         found = self._inspected_or_cli(ref).get("Config")
         return found if isinstance(found, dict) else {}
+
+
+def _context_host(client: Client, builder: str) -> str:
+    """The engine of the docker context ``builder`` names: buildx's builder of that name has
+    the docker driver, which builds on that engine and keeps the image there. "" when no
+    context has that name: a builder of another driver (docker-container, kubernetes,
+    remote), whose ``--load`` brings each image to the engine this run talks to."""
+    try:
+        argv = [
+            client.path,
+            "context",
+            "inspect",
+            builder,
+            "--format",
+            "{{.Endpoints.docker.Host}}",
+        ]
+        return proc.run(argv, timeout=30).stdout.strip()
+    except (CommandFailed, CommandMissing):
+        return ""
 
 
 def _last(stderr: str) -> str:

@@ -138,11 +138,13 @@ class Client:
             return None if child is None else self._manifest(ref, image, child["digest"])
         return found
 
-    def config_digest(self, image: str) -> str | None:
-        """The digest of the configuration of ``image`` (registry/name:tag), which is the
-        image's id in an engine that pulls it; None if there is no such tag."""
+    def engine_ids(self, image: str) -> frozenset[str]:
+        """The ids an engine that pulls ``image`` (registry/name:tag) gives it: the digest of
+        its configuration (the classic store's id) and the tag's own digest, an index's or
+        a manifest's (the containerd store's). Empty if there is no such tag."""
         manifest = self._manifest(Reference.parse(image), image)
-        return str((manifest or {}).get("config", {}).get("digest", "")) or None
+        config = str((manifest or {}).get("config", {}).get("digest", ""))
+        return frozenset({config, self.digest(image)}) if config else frozenset()
 
     def has(self, image: str) -> bool:
         """Whether ``image`` (registry/name:tag) is there whole: its manifest, and every blob

@@ -13,7 +13,10 @@ on top of the one before. Four ways to build the same pins:
   Its squashed stage ends with the configuration of the image it squashes, which a
   Dockerfile's author writes by hand: read from that image, built once before the log;
 - linear: one FROM, every step after the one before, in verl's order
-  (benchmarks/linear.py): the shape verl ships, with BuildKit's layer cache.
+  (benchmarks/linear.py): the shape verl ships, with BuildKit's layer cache;
+- bake: `docker buildx bake` over one target per stage of the monolith's file, each
+  naming its parents' targets as contexts (benchmarks/bake.py): what a user of buildx
+  would write instead of this project.
 
 Each way starts from an empty BuildKit cache and no images of its own (the squashed
 way's one build before the log is not timed, and forgotten before it starts). For each change
@@ -27,8 +30,11 @@ BuildKit in it: solving, copying, hashing and exporting layers; not the steps' o
 processes): the work a way asks of the engine, which this 2-core machine's wall clock
 blurs. Left out where no single dockerd of this machine can be read.
 
-    python3 benchmarks/changelog.py [--json rows.json] [--only graph,monolith,squashed,linear]
-                                    [--rounds N]
+    python3 benchmarks/changelog.py [--json rows.json] [--only graph,monolith,squashed,linear,bake]
+                                    [--rounds N] [--store classic|containerd]
+
+``--store containerd`` runs every way on an engine that keeps its images in containerd's
+store (Docker 29's default): a second dockerd, started for the run, as are the fresh runners.
 
 ``--rounds N`` replays each way N times, the order of the ways reversed every other round
 (this machine is shared, and the way that runs second met a slower machine in some runs):
@@ -53,13 +59,14 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import bake
 import linear
 import usershell
 
 import stages
 from rocmgraph.build import compilecache, dockerfiles, progress, records
 from rocmgraph.build.execute import private_files, secret_texts
-from rocmgraph.common.engine import BuildJob
+from rocmgraph.common.engine import BuildJob, EngineFacts, ImageStore
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config import pins as pins_module
 from rocmgraph.config import pinsedit
@@ -72,11 +79,21 @@ from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import estimate, imageconfig
 from rocmgraph.graph.dag import dropped_env
 from rocmgraph.graph.invocation import Options, Run
+from rocmgraph.outside.docker import DockerEngine
 
 NAMESPACE = "verl-bench"
 DOCKER = "/usr/bin/docker"
-WAYS = ("graph", "monolith", "squashed", "linear")
-SIDES = ("graph", "monolith")  # the ways measured evicted and on fresh runners
+WAYS = ("graph", "monolith", "squashed", "linear", "bake")
+SIDES = ("graph", "monolith", "bake")  # the ways measured evicted and on fresh runners
+# On fresh runners, the monolith with BuildKit's registry cache (mode=max) too, where the
+# engine exports one (the containerd store; the classic store's docker driver exports none).
+REGISTRY_SIDE = "monolith_registry"
+# What ccache's direct mode hits when a source builds again at a later commit: the median
+# share of its ROCm compile units whose source and in-repository includes kept their blobs,
+# over 19 steps of rasmith/vllm's history after the pin (benchmarks/ccache_history.py,
+# benchmarks/RESULTS.md). vLLM alone compiles through ccache (CMake's compiler launcher);
+# sgl-kernel and causal-conv1d build with torch's BuildExtension, which runs hipcc itself.
+CCACHE_HITS = {"vllm": 0.868}
 SCALE = 0.25  # demo seconds per real minute of compiling (rocmgraph/demo/kernels.py)
 REGISTRY_PORT, REDIS_PORT = 28474, 28475  # the fresh runners' registry and compile cache
 # After the log, with BuildKit's cache evicted: nothing changed, then one value.
@@ -145,23 +162,47 @@ def forget_everything() -> None:
     docker("builder", "prune", "--all", "--force")
 
 
-def engine_cpu() -> float | None:
-    """The CPU seconds the one dockerd of this machine has used so far (user and system);
-    None when there is not exactly one, or its /proc entry cannot be read."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "dockerd":
-                found.append(entry)
-        except OSError:
-            continue  # a process that ended while we looked
-    if len(found) != 1:
-        return None
+def engine_pid() -> int | None:
+    """The pid of the dockerd DOCKER_HOST names: /var/run/docker.pid for the default engine,
+    the pid file beside the socket of one that second_engine started."""
+    host = os.environ.get("DOCKER_HOST", "")
+    pidfile = Path("/var/run/docker.pid")
+    if host.startswith("unix://"):
+        pidfile = Path(host.removeprefix("unix://")).with_name("docker.pid")
     try:
-        # after the command's ")": state is field 3, utime field 14, stime field 15 (proc(5))
-        fields = (found[0] / "stat").read_text().rsplit(")", 1)[1].split()
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def engine_cpu() -> float | None:
+    """The CPU seconds the engine's dockerd and the containerd it started have used so far
+    (user and system; containerd unpacks the layers of the containerd store); None when
+    the engine's pid or its /proc entry cannot be read."""
+    daemon = engine_pid()
+    if daemon is None:
+        return None
+    pids = [daemon, *(pid for pid, parent in _parents().items() if parent == daemon)]
+    try:
+        return sum(_cpu(pid) for pid in pids)
     except OSError:
         return None
+
+
+def _parents() -> dict[int, int]:
+    """Every process's parent (pid -> ppid), as /proc has them."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if entry.name.isdigit():
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                found[int(entry.name)] = int(fields[1])
+    return found
+
+
+def _cpu(pid: int) -> float:
+    # after the command's ")": state is field 3, utime field 14, stime field 15 (proc(5))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -240,8 +281,10 @@ class Configs:
 def file_build(
     way: str, pins: Path, arch: str, work: Path, configs: Configs | None = None
 ) -> tuple[float, int, str]:
-    """The monolith, the squashed monolith (``configs``: what each squashed stage ends with)
-    or the linear recipe, built by plain BuildKit from one context."""
+    """The monolith, the squashed monolith (``configs``: what each squashed stage ends with),
+    the linear recipe, or bake's targets, built by plain BuildKit from one context."""
+    if way == "bake":
+        return bake_build(pins, arch, work)
     lines = None
     if configs is not None:  # checked before the clock starts: computing keys is not its cost
         checked = Run(Options(pins=str(pins), arch=arch, network="host"), stages.graph())
@@ -272,6 +315,50 @@ def file_build(
         dockerfiles.stage_texts(run, squash=way == "squashed", configs=lines)
     )
     return elapsed, executed_stages(log, owned), ref
+
+
+def bake_build(
+    pins: Path, arch: str, work: Path, *, runner: dict[str, str] | None = None,
+    cache: str = "", ccache: str = "",
+) -> tuple[float, int, str]:  # fmt: skip
+    """`docker buildx bake` of one target per stage (benchmarks/bake.py), on the engine
+    ``runner`` points at (default: this one); with ``cache``, a fresh runner's (each
+    target's cache in that registry repository, and ``ccache``, the shared compile cache)."""
+    started = time.monotonic()
+    run = Run(Options(pins=str(pins), arch=arch, network="host", compile_cache=ccache),
+              stages.graph())  # fmt: skip
+    outside = Outside(logs=work / "logs", network="host")
+    context = dockerfiles.prepare(run, outside.engine, outside, work / "context")
+    env = {**os.environ, **(runner or {})}
+    store = store_of(env)
+    bakefile = work / "bake.compose.yaml"
+    with private_files(secret_texts(run, run.pins.python.index), work / "secrets") as files:
+        bakefile.write_text(
+            bake.bake_file(run, context, files, NAMESPACE, cache=cache, store=store)
+        )
+        result = subprocess.run(
+            [DOCKER, "buildx", "bake", "--progress=plain", "-f", str(bakefile),
+             *bake.output(store, fresh=bool(cache))],
+            capture_output=True, text=True, check=False, env=env,
+        )  # fmt: skip
+    elapsed = time.monotonic() - started
+    log = result.stderr + result.stdout
+    (work / "bake.out").write_text(log)
+    if result.returncode != 0:
+        raise SystemExit(log[-6000:])
+    final = run.graph.final
+    image = f"{cache}/{final}:{arch}" if cache else f"{NAMESPACE}-bake/{final}:{arch}"
+    return elapsed, executed_stages(log), image
+
+
+def store_of(env: dict[str, str]) -> ImageStore:
+    """Where the engine ``env`` points at keeps its images."""
+    return engine_facts(env).store
+
+
+def engine_facts(env: dict[str, str]) -> EngineFacts:
+    """What the engine ``env`` points at is, as the JSON names it."""
+    return DockerEngine.connect(SCRATCH / "logs", host=env.get("DOCKER_HOST", "")).facts()
 
 
 def squash_configs(pins: Path, arch: str, work: Path) -> Configs:
@@ -307,7 +394,8 @@ def _steps(log: str) -> tuple[dict[str, str], set[str]]:
     cached: set[str] = set()
     done: set[str] = set()
     for line in log.splitlines():
-        if match := re.match(r"#(\d+) \[(\w+)\s+\d+/\d+\] (\w+)", line):
+        # "[stage 2/5] RUN", or bake's "[target stage 2/5] RUN"
+        if match := re.match(r"#(\d+) \[(?:\w+ )?(\w+)\s+\d+/\d+\] (\w+)", line):
             if match.group(3) != "FROM":  # resolving a base is no build
                 stage_of[match.group(1)] = match.group(2)
         elif match := re.match(r"#(\d+) CACHED", line):
@@ -335,9 +423,10 @@ def modelled_minutes(log: list[Step], kernel_moves: bool = False) -> dict[str, l
     """Minutes each change costs the real image (pins.toml), per way: the graph rebuilds the
     stages whose key changes (the monolith's BuildKit cache, the same stages); the linear
     recipe every stage from the first that changes, in verl's order. A stage's minutes are
-    its reference figure (each stage has one); the base provides some (they only check
-    versions: 0). ``kernel_moves``: the SGLang bump changes sgl-kernel/ too (its
-    tree id moves), where the demo's leaves it alone."""
+    its reference figure (each stage has one), less what ccache hits of a source the graph
+    built before (``CCACHE_HITS``; verl's recipe has no compile cache); the base provides
+    some (they only check versions: 0). ``kernel_moves``: the SGLang bump changes
+    sgl-kernel/ too (its tree id moves), where the demo's leaves it alone."""
     references = estimate.load_references()
     graph = stages.graph()
     with tempfile.TemporaryDirectory() as scratch:
@@ -373,7 +462,11 @@ def modelled_minutes(log: list[Step], kernel_moves: bool = False) -> dict[str, l
             figures = {n: e.seconds / 60 for n, e in priced.items()}
             order = [n for n in linear.ORDER if n in keys]
             first = next((i for i, n in enumerate(order) if n in changed), len(order))
-            rows["graph"].append(sum(figures[n] for n in changed))
+            # A source built before compiles again what ccache does not hit (the shared
+            # compile cache holds the build of the pin before).
+            cached = {n: CCACHE_HITS.get(n, 0.0) if step.name != "cold build" else 0.0
+                      for n in changed}  # fmt: skip
+            rows["graph"].append(sum(figures[n] * (1 - cached[n]) for n in changed))
             rows["linear"].append(sum(figures[n] for n in order[first:]))
             before = keys
     return rows
@@ -405,8 +498,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="replays of each way (median)")
     parser.add_argument("--scale", type=float, default=SCALE,
                         help="demo seconds per real minute of compiling")  # fmt: skip
+    parser.add_argument("--store", type=ImageStore, default=ImageStore.CLASSIC,
+                        help="where the engines keep images: classic or containerd")  # fmt: skip
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        if args.store is ImageStore.CONTAINERD:  # an engine of its own, for the whole run
+            os.environ.update(stack.enter_context(second_engine(args.store)))
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Every way of ``args`` on the engine DOCKER_HOST names: the tables, and the JSON."""
     ways = [way for way in args.only.split(",") if way]
+    facts = engine_facts(dict(os.environ))
+    print(f"engine: Docker {facts.server}, buildx {facts.buildx}, the {facts.store.value} "
+          "store\n")  # fmt: skip
     log, template, source_archs = prepare_demo()
     rounds: dict[str, list[Rows]] = {way: [] for way in ways}
     shared: dict[str, int | None] = {}
@@ -422,10 +528,12 @@ def main() -> None:
             print(f"round {number + 1}: {way}: the log after the cold build {total:.1f} s",
                   file=sys.stderr)  # fmt: skip
     results = {way: median_rows(replays) for way, replays in rounds.items()}
+    sides = [way for way in SIDES if way in ways]
+    if "monolith" in ways and facts.store is ImageStore.CONTAINERD:
+        sides.insert(sides.index("monolith") + 1, REGISTRY_SIDE)
     fresh = {
-        way: fresh_runners(way, log, template, source_archs, args.scale)
-        for way in SIDES
-        if way in ways
+        way: fresh_runners(way, log, template, source_archs, args.scale, store=facts.store)
+        for way in sides
     }
     modelled = modelled_minutes(log)
     modelled["graph_kernel"] = modelled_minutes(log, kernel_moves=True)["graph"]
@@ -438,6 +546,7 @@ def main() -> None:
     if args.json:
         bump = next(i for i, step in enumerate(log) if step.name == "vLLM bump")
         document = {
+            "engine": {"server": facts.server, "buildx": facts.buildx, "store": facts.store.value},
             "scale": args.scale,
             "rows": [
                 {"change": step.name, **{way: results[way][i] for way in ways}}
@@ -536,18 +645,21 @@ def evicted(way: str, pins: Path, arch: str, work: Path) -> Rows:
 
 
 def fresh_runners(
-    way: str, log: list[Step], template: str, source_archs: tuple[str, ...], scale: float
-) -> Rows:
+    way: str, log: list[Step], template: str, source_archs: tuple[str, ...], scale: float,
+    *, store: ImageStore,
+) -> Rows:  # fmt: skip
     """The log on fresh CI runners: each change on an empty engine (no image, no BuildKit
-    cache), sharing a registry and a compile cache with the runners before it. The graph
-    uses ``cache=`` and ``compile_cache=``; the monolith its inline cache
-    (``BUILDKIT_INLINE_CACHE=1``, ``--cache-from`` the image the runner before pushed) and
-    the same compile cache. A row per change: seconds, stages, ccache's figures."""
+    cache) of ``store``, sharing a registry and a compile cache with the runners before it.
+    The graph uses ``cache=`` and ``compile_cache=``; the monolith its inline cache
+    (``BUILDKIT_INLINE_CACHE=1``, ``--cache-from`` the image the runner before pushed), or
+    (``monolith_registry``) BuildKit's registry cache in mode=max; bake its targets' caches
+    (benchmarks/bake.py); each the same compile cache. A row per change: seconds, stages,
+    ccache's figures."""
     rows: Rows = []
     with (
         cold_world(template, source_archs, scale) as (work, pins),
         compile_cache(work / "redis", REDIS_PORT) as ccache,
-        second_engine() as runner,
+        second_engine(store) as runner,
     ):
         registry = Registry(work / "registry", REGISTRY_PORT)
         cache = f"127.0.0.1:{REGISTRY_PORT}/{way}-{time.time_ns()}"
@@ -561,10 +673,16 @@ def fresh_runners(
                         pins, step.arch, f"cache={cache}", f"compile_cache={ccache}", env=runner
                     )
                     count, stats = len(progress.built_stages(printed)), graph_ccache(printed)
+                elif way == "bake":
+                    seconds, count, _ = bake_build(
+                        pins, step.arch, work, runner=runner, cache=cache, ccache=ccache
+                    )
+                    said = (work / "bake.out").read_text()
+                    stats = compilecache.from_log(said) or compilecache.Stats()
                 else:
                     seconds, count, stats = inline_cache_build(
                         pins, step.arch, work, runner=runner, pushed=pushed, ccache=ccache,
-                        ref=f"{cache}/monolith:{step.arch}",
+                        ref=f"{cache}/monolith:{step.arch}", registry=way == REGISTRY_SIDE,
                     )  # fmt: skip
                 rows.append({"seconds": round(seconds, 1), "stages": count,
                              "ccache_hits": stats.hits, "ccache_misses": stats.misses})  # fmt: skip
@@ -608,30 +726,37 @@ def inline_cache_build(
     ref: str,
     pushed: set[str],
     ccache: str,
+    registry: bool = False,
 ) -> tuple[float, int, compilecache.Stats]:
     """The monolith on a fresh runner: from the inline cache of the image the runner before
-    pushed to ``ref`` (if one did), then pushed for the next (its push counted)."""
+    pushed to ``ref`` (if one did), then pushed for the next (its push counted); or
+    (``registry``) from and to BuildKit's registry cache beside it, in mode=max."""
     started = time.monotonic()
     run = Run(Options(pins=str(pins), arch=arch, network="host", compile_cache=ccache),
               stages.graph())  # fmt: skip
     outside = Outside(logs=work / "logs", network="host")
     context = dockerfiles.prepare(run, outside.engine, outside, work / "context")
-    inline = ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
-    if ref in pushed:
-        inline += ["--cache-from", ref]
-    env = {**os.environ, "DOCKER_BUILDKIT": "1", **runner}
+    cached = ["--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", ref]
+    if registry:
+        where = f"{ref.rsplit(':', 1)[0]}:buildcache"
+        cached = ["--cache-from", f"type=registry,ref={where}",
+                  "--cache-to", bake.REGISTRY_CACHE.format(ref=where)]  # fmt: skip
+    env = {**os.environ, **runner}
     with private_files(secret_texts(run, run.pins.python.index), work / "secrets") as files:
         secrets = [
             arg for name, path in files.items() for arg in ("--secret", f"id={name},src={path}")
         ]
         result = subprocess.run(
-            [DOCKER, "build", "--progress=plain", "--network=host", "--tag", ref, *secrets,
-             *inline, str(context)],
+            [DOCKER, "buildx", "build", *bake.output(store_of(env)), "--progress=plain",
+             "--network=host",
+             "--tag", ref, *secrets, *(cached if ref in pushed or registry else cached[:2]),
+             str(context)],
             capture_output=True, text=True, check=False, env=env,
         )  # fmt: skip
     if result.returncode != 0:
         raise SystemExit(result.stdout[-3000:] + result.stderr[-3000:])
-    subprocess.run([DOCKER, "push", ref], env=env, capture_output=True, check=True)
+    if not registry:
+        subprocess.run([DOCKER, "push", ref], env=env, capture_output=True, check=True)
     pushed.add(ref)
     elapsed = time.monotonic() - started
     log = result.stderr + result.stdout

@@ -13,6 +13,8 @@ from conftest import need_docker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import changelog
 
+from rocmgraph.demo.machine import second_engine
+
 
 def ps_seconds(pid: str) -> int:
     """``ps``'s CPU time of ``pid`` ([[dd-]hh:]mm:ss), in whole seconds."""
@@ -27,21 +29,26 @@ def ps_seconds(pid: str) -> int:
 
 
 @pytest.mark.docker
-def test_the_engine_cpu_is_dockerd_s_user_and_system_time() -> None:
+def test_the_engine_cpu_is_its_own_dockerd_s_and_its_containerd_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine DOCKER_HOST names, found by the pid file beside its socket (an engine of
+    the test's own: another dockerd may run on the machine for another reason)."""
     need_docker()
-    found = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True, check=False)
-    pids = found.stdout
-    if len(pids.split()) != 1:
-        assert changelog.engine_cpu() is None  # none, or two engines: not one to read
-        return
-    before = changelog.engine_cpu()
-    expected = ps_seconds(pids.split()[0])  # ps truncates to the second
-    after = changelog.engine_cpu()
-    assert before is not None
-    assert after is not None
-    assert before <= after
-    assert expected - 1 <= after
-    assert before < expected + 1
+    with second_engine() as env:
+        monkeypatch.setenv("DOCKER_HOST", env["DOCKER_HOST"])
+        pidfile = Path(env["DOCKER_HOST"].removeprefix("unix://")).with_name("docker.pid")
+        pid = changelog.engine_pid()
+        assert pid == int(pidfile.read_text())
+        before = changelog.engine_cpu()
+        own = ps_seconds(str(pid))  # ps truncates to the second
+        after = changelog.engine_cpu()
+        assert before is not None
+        assert after is not None
+        assert before <= after
+        assert own - 1 <= after  # dockerd's, and its containerd's besides
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    assert changelog.engine_cpu() is None
 
 
 def test_each_stage_is_set_beside_its_real_figure_at_the_scale() -> None:

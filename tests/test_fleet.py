@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
-from conftest import need
+from conftest import need, run_doit
 from demo_e2e import (
     E2E,
     built,
@@ -119,6 +119,9 @@ def test_a_second_machine_pulls_what_the_first_built_and_builds_only_what_change
     assert f"pushed verl-e2e:gfx942 to {friendly}" in second.stdout.splitlines()
     assert Client(Http(attempts=1)).has(friendly)
     documents_are_beside_the_image(registry, friendly, second.stdout)
+    checked = run_doit("verify", *world.where, "arch=gfx942", "image=verl-e2e:gfx942", cache,
+                       env=machine_b)  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     final = str(plan["manifest"]["image"])
     # (The demo also made its upstream's base image there: the demo's, not the build's.)
     assert ours(machine_b) == {final, "verl-e2e:gfx942"}

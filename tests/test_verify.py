@@ -96,10 +96,20 @@ def test_every_stage_rebuilds_to_the_same_files_and_a_child_still_ships_on_its_p
         result = run_doit("verify", f"profile={world.profile}", f"pins={world.pins}",
                           "arch=gfx942", f"stage={stage}")  # fmt: skip
         said[stage] = (result.returncode, result.stdout.splitlines()[-1])
-    assert said == {
-        stage: (0, f"{stage}: identical (every file of a rebuild without cache is the same)")
+    # The same layer digests, or (Docker 26's exporter keeps the files' build times) the
+    # same files.
+    same = {
+        stage: (0, f"{stage}: identical (a rebuild without cache has the same layer digests)")
         for stage in stages.graph().order
     }
+    files = {
+        stage: (0, f"{stage}: identical (every file of a rebuild without cache is the same; "
+                   "its layer digests differ, as the times of its files do)")
+        for stage in stages.graph().order
+    }  # fmt: skip
+    assert {stage: said[stage] in (same[stage], files[stage]) for stage in said} == dict.fromkeys(
+        stages.graph().order, True
+    ), said
 
     plan = world.plan()
     refs = {stage: f"verl-e2e/{stage}:{plan[stage]['key']}" for stage in ("slim", "verl")}

@@ -399,9 +399,9 @@ class Tasks:
             run = self.run(options)
             if stage:
                 _in_profile(run, stage)
-                differences = verify.check_stage(run, self.outside(options), self.session, stage)
-                print(verify.stage_text(stage, differences))
-                verify.stage_verdict(stage, differences)
+                checked = verify.check_stage(run, self.outside(options), self.session, stage)
+                print(verify.stage_text(stage, checked))
+                verify.stage_verdict(stage, checked)
                 return
             rows = verify.check(run, self.outside(options), image)
             print(verify.as_text(image, run, rows))

@@ -206,10 +206,17 @@ def verdict(image: str, rows: list[Row]) -> None:
         raise Unchecked(f"{image}: {len(rows)} check(s) could not be made")
 
 
-def check_stage(
-    run: Run, outside: Outside, session: Session, stage: str
-) -> list[filetree.Difference]:
-    """How a rebuild of ``stage`` (no cache) differs from the image of its key."""
+@dataclass(frozen=True)
+class StageCheck:
+    """How a rebuild of a stage without cache compares with the image of its key."""
+
+    same_layers: bool  # the same layer digests: the same bytes, no file compared
+    differences: list[filetree.Difference]  # file by file, where the digests differ
+
+
+def check_stage(run: Run, outside: Outside, session: Session, stage: str) -> StageCheck:
+    """How a rebuild of ``stage`` (no cache) differs from the image of its key: by layer
+    digests first, then, where they differ, file by file."""
     engine = outside.docker
     ref = run.ref(stage)
     if not engine.image_exists(ref):
@@ -221,21 +228,29 @@ def check_stage(
     tag = f"{run.namespace}/{stage}:verify-{run.keys[stage].short}-{os.getpid()}"
     execute.rebuild(run, engine, outside, session, stage, tag=tag)
     try:
-        return filetree.compare(engine.files(ref), engine.files(tag))
+        if engine.layers(ref) == engine.layers(tag):
+            return StageCheck(True, [])
+        return StageCheck(False, filetree.compare(engine.files(ref), engine.files(tag)))
     finally:
         engine.untag(tag)
 
 
-def stage_text(stage: str, differences: list[filetree.Difference]) -> str:
-    if not differences:
-        return f"{stage}: identical (every file of a rebuild without cache is the same)"
-    lines = [f"{stage}: {len(differences)} file(s) differ in a rebuild without cache:"]
-    for difference in differences:
+def stage_text(stage: str, check: StageCheck) -> str:
+    if check.same_layers:
+        return f"{stage}: identical (a rebuild without cache has the same layer digests)"
+    if not check.differences:
+        return (
+            f"{stage}: identical (every file of a rebuild without cache is the same; its layer "
+            "digests differ, as the times of its files do)"
+        )
+    lines = [f"{stage}: {len(check.differences)} file(s) differ in a rebuild without cache:"]
+    for difference in check.differences:
         lines.append(f"  {difference.path}: {difference.what}")
         lines.extend(f"    {line}" for line in difference.diff)
     return "\n".join(lines)
 
 
-def stage_verdict(stage: str, differences: list[filetree.Difference]) -> None:
-    if differences:
-        raise VerifyError(f"stage {stage} is not reproducible: {len(differences)} file(s) differ")
+def stage_verdict(stage: str, check: StageCheck) -> None:
+    if check.differences:
+        count = len(check.differences)
+        raise VerifyError(f"stage {stage} is not reproducible: {count} file(s) differ")

@@ -1,0 +1,79 @@
+"""The graph as a user of `docker buildx bake` would write it: the peer to beat.
+
+One target per stage, all in the monolith's Dockerfile (rocmgraph/build/dockerfiles.py),
+each target's ``contexts`` naming its parents' targets; bake builds them in one session,
+and each target's image is exported, as the graph exports a stage's. On fresh runners
+each target reads and writes a registry cache in mode=max where the engine can export one
+(the containerd store), else an inline cache (the classic store's docker driver exports
+no other).
+
+The file is a Compose file, one of bake's three formats: buildx 0.13's HCL and JSON
+targets have no ``network`` (it came in 0.14), and the demo's upstreams are served on
+127.0.0.1, so every step needs the host's network, which only Compose's ``build.network``
+gives. JSON is YAML: the file is written as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from rocmgraph.common.engine import ImageStore
+from rocmgraph.graph.invocation import Run
+
+# BuildKit's registry cache as the issue's peer keeps it: every step (mode=max), in an
+# image manifest a plain registry stores (image-manifest=true).
+REGISTRY_CACHE = "type=registry,ref={ref},mode=max,image-manifest=true,oci-mediatypes=true"
+
+
+def bake_file(
+    run: Run,
+    context: Path,
+    secrets: Mapping[str, Path],
+    namespace: str,
+    *,
+    cache: str = "",
+    store: ImageStore = ImageStore.CLASSIC,
+) -> str:
+    """The bake file of ``run``'s stages over ``context`` (the monolith's), its images named
+    under ``namespace``; with ``cache`` (a registry repository: a fresh runner), each
+    target's image and cache there."""
+    arch = ",".join(run.archs)
+    services = {}
+    for stage in run.graph:
+        build: dict[str, object] = {
+            "context": str(context),
+            "dockerfile": "Dockerfile",
+            "target": stage.name,
+            "network": "host",
+            "secrets": sorted(secrets),
+        }
+        if stage.parents:
+            build["additional_contexts"] = {p: f"target:{p}" for p in stage.parents}
+        image = f"{namespace}-bake/{stage.name}:{arch}"
+        if cache:
+            image = f"{cache}/{stage.name}:{arch}"
+            build.update(_cache(image, store))
+        services[stage.name] = {"image": image, "build": build}
+    files = {name: {"file": str(path)} for name, path in sorted(secrets.items())}
+    return json.dumps({"services": services, "secrets": files}, indent=1) + "\n"
+
+
+def _cache(image: str, store: ImageStore) -> dict[str, object]:
+    """A target's cache: the registry's, in mode=max, where the engine exports one; else
+    the inline cache of its image, pushed (``output``)."""
+    if store is ImageStore.CONTAINERD:
+        ref = f"{image.rsplit(':', 1)[0]}:buildcache"
+        return {"cache_from": [f"type=registry,ref={ref}"],
+                "cache_to": [REGISTRY_CACHE.format(ref=ref)]}  # fmt: skip
+    return {"cache_from": [f"type=registry,ref={image}"], "cache_to": ["type=inline"]}
+
+
+def output(store: ImageStore, fresh: bool = False) -> list[str]:
+    """Where bake puts each target's image: into the engine, as the graph does (zstd on the
+    containerd store, as the graph compresses); on a fresh runner of the classic store,
+    pushed too, with its inline cache."""
+    if store is ImageStore.CONTAINERD:
+        return ["--set", "*.output=type=image,compression=zstd,compression-level=1"]
+    return ["--set", "*.output=type=image,push=true"] if fresh else ["--load"]

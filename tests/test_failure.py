@@ -51,10 +51,9 @@ class Replay(SetEngine):
         super().__init__(set())
         self.stored, self.flip = stored, flip
 
-    def build(self, job: BuildJob) -> None:
+    def build(self, job: BuildJob) -> str:
         if job.stage != "prune":
-            super().build(job)
-            return
+            return super().build(job)
         assert job.on_line is not None
         lines = PRUNE_FAILS_AT_WHEELS.read_text().splitlines()
         for line in lines:

@@ -41,8 +41,9 @@ class SetEngine:
     def image_ids(self, refs: Sequence[str]) -> dict[str, str | None]:
         return {ref: self.image_id(ref) for ref in refs}
 
-    def build(self, job: BuildJob) -> None:
+    def build(self, job: BuildJob) -> str:
         self.refs.add(job.ref)
+        return ""  # an image in memory has no digest
 
     def config(self, ref: str) -> dict[str, object]:
         return {}  # an image in memory has no configuration to carry over a squash

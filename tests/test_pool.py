@@ -28,7 +28,7 @@ class Holding:
     def image_ids(self, refs: Sequence[str]) -> dict[str, str | None]:
         raise NotImplementedError
 
-    def build(self, job: BuildJob) -> None:
+    def build(self, job: BuildJob) -> str:
         raise NotImplementedError
 
     def config(self, ref: str) -> Mapping[str, object]:

@@ -60,7 +60,8 @@ def test_no_working_docker_client_is_one_line(tmp_path: Path) -> None:
     result = run_doit("build:base", "hermetic=0", env={"VERL_GRAPH_DOCKER": str(missing)})
     assert result.returncode == 1
     assert result.stderr == (
-        f"error: no docker client can build with BuildKit: {missing}: not a working docker client\n"
+        f"error: no docker client can build with buildx: {missing}: not a working docker client; "
+        "install Docker 26 or later with docker-buildx (bash bootstrap.sh does)\n"
     )
 
 
@@ -68,15 +69,13 @@ def test_the_plan_still_shows_keys_without_an_engine(tmp_path: Path) -> None:
     result = run_doit("plan", env={"VERL_GRAPH_DOCKER": str(tmp_path / "docker")})
     assert result.returncode == 2, result.stderr  # the keys are right, the statuses unknown
     problem = (
-        f"no docker client can build with BuildKit: {tmp_path / 'docker'}: "
-        "not a working docker client"
+        f"no docker client can build with buildx: {tmp_path / 'docker'}: "
+        "not a working docker client; install Docker 26 or later with docker-buildx "
+        "(bash bootstrap.sh does)"
     )
     assert result.stderr == f"error: built status unknown: {problem}\n"
     lines = result.stdout.splitlines()
-    assert lines[1] == (
-        f"engine: no docker client can build with BuildKit: {tmp_path / 'docker'}: "
-        "not a working docker client"
-    )
+    assert lines[1] == f"engine: {problem}"
     assert "unknown    -                  unknown: no engine to ask" in lines[3]
     assert lines[-2:] == [
         "15 stages: built status unknown (the engine is not reachable)",

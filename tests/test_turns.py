@@ -145,12 +145,13 @@ class SlowEngine(SetEngine):
         self.builds: list[tuple[str, float, float]] = []
         self.jobs: list[BuildJob] = []
 
-    def build(self, job: BuildJob) -> None:
+    def build(self, job: BuildJob) -> str:
         self.jobs.append(job)
         started = time.monotonic()
         time.sleep(1)
-        super().build(job)
+        image = super().build(job)
         self.builds.append((job.ref, started, time.monotonic()))
+        return image
 
 
 def _build_at_once(tmp_path: Path, engine: SlowEngine, *jobs: tuple[str, str]) -> list[bool]:

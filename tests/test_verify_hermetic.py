@@ -339,6 +339,14 @@ def test_the_main_job_builds_the_demo_in_one_command(tmp_path: Path, store: Imag
         report = json.loads((tmp_path / ".build" / "run.json").read_text())
         assert report["hermetic"] is True
         assert {entry["network"] for entry in report["stages"].values()} == {"off"}
+        # Each stage's image by the digest its build's metadata file gave: the engine's id.
+        plan = world.plan()
+        assert {stage: entry["image"] for stage, entry in report["stages"].items()} == {
+            stage: docker(
+                "image", "inspect", "--format", "{{.Id}}", str(plan[stage]["image"])
+            ).strip()
+            for stage in report["stages"]
+        }
         assert len(closure.load(tmp_path / "pins.lock.toml").closures) == 15
         assert nothing_to_build(world.build(), "verl-onecmd:gfx942")
         the_image_carries_an_sbom_of_what_it_holds(world, tmp_path)

@@ -376,9 +376,9 @@ class _Builds:
                 for name in wave
             }
             started, ended = time.monotonic(), {}
-            for name, error in _run_all(self.engine, jobs):
+            for name, error, image in _run_all(self.engine, jobs):
                 if error is None:
-                    self._built(name, logs.seconds(name), logs)
+                    self._built(name, logs.seconds(name), logs, image)
                 else:
                     errors[name], ended[name] = error, time.monotonic()
             for name in (name for name in wave if name in errors):
@@ -472,14 +472,15 @@ class _Builds:
                 self.session.ledger.shared(name, False)  # the cache stopped answering: kept here
             self.tell(name, None)
 
-    def _built(self, name: str, seconds: float, logs: _StageLogs) -> None:
+    def _built(self, name: str, seconds: float, logs: _StageLogs, image: str) -> None:
         key = self.run.keys[name]
         self._seconds[name] = seconds
         compiled = compilecache.from_log(logs.text(name))
         network = "off" if self.run.sealed(name) else "on"
         entry = Entry(
-            Status.BUILT, seconds, self.where, str(compiled or ""), key=key.short, network=network
-        )
+            Status.BUILT, seconds, self.where, str(compiled or ""), key=key.short,
+            network=network, image=image,
+        )  # fmt: skip
         self.session.ledger.record(name, entry)
         self.built.add(name)
 
@@ -550,20 +551,20 @@ _SCRATCH = re.compile(r"^FROM scratch AS (\S+)$", re.MULTILINE)
 
 def _run_all(
     engine: Engine, jobs: Mapping[str, BuildJob]
-) -> Iterator[tuple[str, GraphToolError | None]]:
+) -> Iterator[tuple[str, GraphToolError | None, str]]:
     """Start every build at once (BuildKit merges what they share); each as it ends, with
-    its error."""
-    ends: queue.SimpleQueue[tuple[str, GraphToolError | None]] = queue.SimpleQueue()
+    its error, or the digest of the image it made."""
+    ends: queue.SimpleQueue[tuple[str, GraphToolError | None, str]] = queue.SimpleQueue()
 
     def one(name: str, job: BuildJob) -> None:
         try:
-            engine.build(job)
+            image = engine.build(job)
         except GraphToolError as exc:
-            ends.put((name, exc))
+            ends.put((name, exc, ""))
         except BaseException as exc:
-            ends.put((name, EngineError(f"stage {name}: {exc}")))
+            ends.put((name, EngineError(f"stage {name}: {exc}"), ""))
         else:
-            ends.put((name, None))
+            ends.put((name, None, image))
 
     for name, job in jobs.items():
         threading.Thread(target=one, args=(name, job), name=f"build-{name}", daemon=True).start()
@@ -858,7 +859,7 @@ def keep_provenance(
 
     built = [
         slsa.StageRun(name, run.keys[name].key, entry.builder or "", wall(entry.started),
-                      wall(entry.ended or clock), str(entry.status))
+                      wall(entry.ended or clock), str(entry.status), entry.image)
         for name, entry in session.ledger.entries().items()
         if entry.status is Status.BUILT and entry.started
     ]  # fmt: skip

@@ -47,6 +47,7 @@ class Entry:
     ended: float = 0.0  # when its build ended (built, failed or stopped)
     step: str = ""  # the BuildKit step it is on: "[5/7] RUN pip wheel …"
     expected: float | None = None  # seconds, from its last build's record
+    image: str = ""  # the digest of the image its build made, as BuildKit's metadata says
 
 
 @dataclass(frozen=True)
@@ -231,4 +232,4 @@ class Ledger:
 _STOPPED = (Status.INTERRUPTED, Status.NOT_STARTED)
 
 
-_REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key", "network"}
+_REPORTED = {"status", "seconds", "builder", "compiled", "shared", "key", "network", "image"}

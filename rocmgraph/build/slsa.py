@@ -48,7 +48,8 @@ _GIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 @dataclass(frozen=True)
 class StageRun:
     """What one stage did in the run: its full key (64 hex), the engine that built it ("":
-    the local one), when its build started and finished (aware datetimes), its status."""
+    the local one), when its build started and finished (aware datetimes), its status, and
+    the digest of the image it made ("": not known)."""
 
     name: str
     key: str
@@ -56,6 +57,7 @@ class StageRun:
     started: datetime
     finished: datetime
     status: str
+    image: str = ""
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ def _byproduct(stage: StageRun) -> dict[str, Json]:
             "startedOn": timestamp(stage.started),
             "finishedOn": timestamp(stage.finished),
             "status": stage.status,
+            **({"image": stage.image} if stage.image else {}),
         },
     }
 

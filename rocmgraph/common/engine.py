@@ -59,7 +59,8 @@ class Engine(Protocol):
     def image_ids(self, refs: Sequence[str]) -> Mapping[str, str | None]:
         """``image_id`` of every ref of ``refs``, asked together (a run asks of every stage)."""
 
-    def build(self, job: BuildJob) -> None: ...
+    def build(self, job: BuildJob) -> str:
+        """Build ``job``; the digest of the image it made ("": not known)."""
 
     def config(self, ref: str) -> Mapping[str, object]:
         """The configuration of the image ``ref`` (its environment, entrypoint, ...)."""
@@ -101,8 +102,8 @@ class Deferred:
     def image_ids(self, refs: Sequence[str]) -> Mapping[str, str | None]:
         return self._engine.image_ids(refs)
 
-    def build(self, job: BuildJob) -> None:
-        self._engine.build(job)
+    def build(self, job: BuildJob) -> str:
+        return self._engine.build(job)
 
     def config(self, ref: str) -> Mapping[str, object]:
         return self._engine.config(ref)

@@ -370,10 +370,14 @@ class DockerEngine:
                 return str(entry.split("@", 1)[1])
         raise EngineError(f"pushed {ref}, but docker knows no digest for it")
 
-    def build(self, job: BuildJob) -> None:
+    def build(self, job: BuildJob) -> str:
+        """Build ``job``; the digest of its image, as BuildKit's metadata file says it
+        (an index's on the containerd store; "" where it says none)."""
         log_path = job.log or log_file(self.log_dir, job.stage, job.ref.rsplit(":", 1)[-1])
+        metadata = log_path.with_name(f"{log_path.name}.metadata.json")
+        metadata.unlink(missing_ok=True)
         argv = [*self.client.build_argv(self.builder), *self._output(), "--progress=plain"]
-        argv += ["--tag", job.ref]
+        argv += ["--metadata-file", str(metadata), "--tag", job.ref]
         if job.target:
             argv += ["--target", job.target]
         if job.no_cache:
@@ -417,6 +421,7 @@ class DockerEngine:
             self._forget()
             if returncode != 0:
                 raise BuildFailed(job.stage, returncode, list(tail), log_path)
+        return _digest(metadata)
 
     def files(self, ref: str) -> filetree.Tree:
         """Every file of the image ``ref``, as facts (``docker export`` of a container made
@@ -468,6 +473,15 @@ class DockerEngine:
         """``docker image inspect``'s ``.Config`` of ``ref``."""
         found = self._inspected_or_cli(ref).get("Config")
         return found if isinstance(found, dict) else {}
+
+
+def _digest(metadata: Path) -> str:
+    """The image digest a build's ``--metadata-file`` names; "" where it names none."""
+    try:
+        found = json.loads(metadata.read_text(encoding="utf-8")).get("containerimage.digest")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return found if isinstance(found, str) else ""
 
 
 def _context_host(client: Client, builder: str) -> str:

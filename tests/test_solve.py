@@ -108,6 +108,29 @@ def test_a_step_goes_to_its_stage_whichever_build_ran_it() -> None:
     }
 
 
+def test_a_step_s_output_that_every_build_of_the_solve_prints_is_told_once() -> None:
+    """buildx gives each build that shares a step all of the step's output: vllm's compile
+    in the builds of vllm, assemble and manifest. Its log holds one copy, a line the step
+    printed twice (ccache's Hits, direct and in all) included, so its figures count once."""
+    output = [
+        "#6 8.606   Hits:   0 / 18",
+        "#6 8.606   Misses: 18 / 18",
+        "#6 8.606   Hits:   0 / 18",
+    ]
+    fed = [("vllm", "#6 [vllm_build 7/8] RUN pip wheel ."), *(("vllm", line) for line in output)]
+    for build in ("assemble", "manifest"):
+        fed += [(build, "#11 [vllm_build 7/8] RUN pip wheel ."),
+                *((build, line.replace("#6", "#11")) for line in output)]  # fmt: skip
+    fed += [("vllm", "#6 DONE 8.7s"), ("assemble", "#11 DONE 8.7s"), ("manifest", "#11 DONE 8.7s")]
+    assert route(fed)["vllm"] == [
+        "#1 [vllm_build 7/8] RUN pip wheel .",
+        "#1 8.606   Hits:   0 / 18",
+        "#1 8.606   Misses: 18 / 18",
+        "#1 8.606   Hits:   0 / 18",
+        "#1 DONE 8.7s",
+    ]
+
+
 # The build of prune in a solve of base, rocm, wheels and prune, as docker 20.10 prints it
 # (--progress=plain): it fails at wheels' pip install, which found a wheel with other bytes.
 PRUNE_FAILS_AT_WHEELS = ROOT / "tests" / "fixtures" / "buildkit" / "prune-fails-at-wheels.log"

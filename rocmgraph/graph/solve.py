@@ -76,9 +76,9 @@ class Router:
     """The lines of a solve's builds, each told to the stage whose step it is: a step of
     ``owners``' BuildKit stages (``vllm_build`` -> vllm) to that stage, anything else (the
     build's own lines, its error's summary) to the stage the build is of. A step two builds
-    share is told once: one header, renumbered in the stage's log, and one end (``CACHED``
-    only as the stage's own build says it: another build says so of a step it merely
-    waited for)."""
+    share is told once: one header, renumbered in the stage's log, one copy of its output,
+    and one end (``CACHED`` only as the stage's own build says it: another build says so of
+    a step it merely waited for)."""
 
     def __init__(self, owners: Mapping[str, str], tell: Callable[[str, str], None]) -> None:
         self._owners = owners
@@ -88,6 +88,9 @@ class Router:
         self._numbers: dict[str, dict[str, int]] = {}  # stage -> step title -> #m
         self._said: dict[str, set[tuple[int, str]]] = {}  # stage -> (#m, line) told
         self._ended: set[tuple[str, int]] = set()
+        # (stage, #m) -> the build whose copy of the step's output is told: buildx gives every
+        # build that shares a step all of its output (docker 20.10 gave it to one)
+        self._voices: dict[tuple[str, int], str] = {}
         self._dashes: set[str] = set()  # the builds whose last line was a line of dashes
         self._failed: dict[str, str] = {}  # build -> the stage whose step failed it
 
@@ -125,7 +128,10 @@ class Router:
             self._steps[build, found.group(1)] = (build, mine)
         owner, mine = self._steps[build, found.group(1)]
         rest = found.group(2)
-        if not rest[:1].isdigit() and not self._first(build, owner, mine, rest):
+        if rest[:1].isdigit():  # the step's output: one build's copy, whole
+            if self._voices.setdefault((owner, mine), build) != build:
+                return None
+        elif not self._first(build, owner, mine, rest):
             return None
         return owner, f"#{mine} {rest}"
 
@@ -139,8 +145,7 @@ class Router:
             self._failed.setdefault(build, self._owners.get(summary.group(1), build))
 
     def _first(self, build: str, owner: str, mine: int, rest: str) -> bool:
-        """Whether a line of a step that is not its output (which only the build that runs
-        the step prints) is news to the stage's log."""
+        """Whether a line of a step that is not its output is news to the stage's log."""
         said = self._said.setdefault(owner, set())
         if (mine, rest) in said or (rest.startswith(_ENDS) and (owner, mine) in self._ended):
             return False  # what another build told already: its header, its end

@@ -205,6 +205,11 @@ def setting(path: list[str], value: object) -> Edit:
     return lambda t: edit_toml(t, path, value)
 
 
+def a_source(name: str) -> Edit:
+    table = f'[sources.{name}]\nrepo = "https://example.org/x"\nbranch = "main"\ncommit = ""\n'
+    return lambda t: f"{t}\n{table}"
+
+
 def wheel_file(file: str, version: str = "2.12.0") -> Edit:
     return lambda t: edit_toml(edit_toml(t, ["wheels", "torch", "file"], file),
                                ["wheels", "torch", "version"], version)  # fmt: skip
@@ -212,6 +217,7 @@ def wheel_file(file: str, version: str = "2.12.0") -> Edit:
 
 TORCH = "torch-2.12.0+rocm7.14.0.lw.git1a2b3c4d-cp312-cp312-linux_x86_64.whl"
 TRITON = "triton-3.7.0+rocm7.14.0.git0badcafe-cp312-cp312-linux_x86_64.whl"
+LONG_WHEEL = TORCH.replace("lw", "l" * 172)  # 237 bytes
 CUT_ITEM = f"'{'x' * 22}...{'x' * 23}'"  # reprlib's cut of each item
 NOT_NORMAL = "is not a normalised path (no //, /./, /../ or trailing /)"
 URL_HOST = "https://repo.radeon.com"
@@ -254,6 +260,21 @@ BAD_VALUES: dict[str, tuple[Edit, str]] = {
         lambda t: edit_toml(t, ["base", "image"], "docker.io/ROCm/primus:v26.4"),
         "pins.toml: [base].image: 'docker.io/ROCm/primus:v26.4' has upper case, which docker "
         "refuses in an image name; write 'docker.io/rocm/primus:v26.4'",
+    ),
+    "a source name no file name holds": (
+        a_source("x" * 240),
+        f"pins.toml: [sources]: key '{'x' * 200}…' (240 characters) is 240 bytes, over the 234 "
+        "a name holds (files are named after it); shorten it to 234 bytes or fewer",
+    ),
+    "an apt repository name no file name holds": (
+        lambda t: t + f'\n[base.repos.{"r" * 235}]\nurl = "https://example.org"\n',
+        f"pins.toml: [base.repos]: key '{'r' * 200}…' (235 characters) is 235 bytes, over the "
+        "234 a name holds (files are named after it); shorten it to 234 bytes or fewer",
+    ),
+    "a wheel file no file name holds": (
+        wheel_file(LONG_WHEEL),
+        f"pins.toml: [wheels.torch].file: '{LONG_WHEEL[:200]}…' (237 characters) is 237 bytes, "
+        "over the 234 a name holds (files are named after it); shorten it to 234 bytes or fewer",
     ),
     "base image tag too long": (
         lambda t: edit_toml(t, ["base", "image"], "rocm/primus:" + "v" * 129),
@@ -597,6 +618,21 @@ def test_bad_pins_exit_without_traceback(write_pins: Callable[[str], Path], pins
     )
 
 
+def test_a_name_no_file_name_holds_is_refused_before_any_fetch(
+    write_pins: Callable[[str], Path], pins_text: str
+) -> None:
+    """Issue 49: `doit audit` fetched such a source first and failed with OSError (File name
+    too long) in its scratch folder; every command refuses it as it reads the pins."""
+    bad = write_pins(a_source("x" * 240)(pins_text))
+    for command in ("audit", "plan"):
+        result = run_doit(command, f"pins={bad}")
+        assert (result.returncode, result.stdout) == (1, "")
+        assert result.stderr == (
+            f"error: {bad}: [sources]: key '{'x' * 200}…' (240 characters) is 240 bytes, over "
+            "the 234 a name holds (files are named after it); shorten it to 234 bytes or fewer\n"
+        )
+
+
 GOOD_VALUES: dict[str, tuple[Edit, Callable[[pins.Pins], object], object]] = {
     "a manylinux wheel": (
         wheel_file("torch-2.12.0-cp312-cp312-manylinux_2_28_x86_64.whl"),
@@ -637,6 +673,11 @@ GOOD_VALUES: dict[str, tuple[Edit, Callable[[pins.Pins], object], object]] = {
         lambda t: edit_toml(edit_toml(t, ["build", "max_jobs"], 1024), ["rocm", "pin_priority"], 1),
         lambda p: (p.build.max_jobs, p.rocm.pin_priority),
         (1024, 1),
+    ),
+    "a source name as long as a file name leaves it": (
+        a_source("x" * 234),
+        lambda p: len(next(name for name in p.sources if name.startswith("x"))),
+        234,
     ),
     "a leap day": (
         lambda t: edit_toml(t, ["image", "released"], "2028-02-29"),

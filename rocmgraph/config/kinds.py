@@ -166,16 +166,33 @@ def _arch(value: str) -> str | None:
 
 
 NAME_MAX = 255  # bytes in one part of a path: what Linux's file systems hold
+# What a file named after a pinned name adds to it, at most: a source's scratch history is
+# `<pid>-<name>.git-<8 random>` (an apt key's `<pid>-<name>.asc-…`, a wheel's less).
+NAME_ROOM = len("4194304-.git-abcdefgh")
+NAME_LONGEST = NAME_MAX - NAME_ROOM
 
 
-def _too_long(value: str) -> str | None:
-    """A part no file system can hold: the first OSError would come from deep inside."""
-    longest = max((len(part.encode()) for part in value.split("/")), default=0)
-    if longest > NAME_MAX:
-        return (
-            f"{shown(value)} has a part of {longest} bytes, over the {NAME_MAX} a file name holds"
-        )
-    return None
+def _too_long(value: str, room: int = 0) -> str | None:
+    """A part no file system can hold, ``room`` bytes left for what a file named after it
+    adds (a name's: NAME_ROOM): the first OSError would come from deep inside."""
+    most = NAME_MAX - room
+    longest = max(len(part.encode()) for part in value.split("/"))
+    if longest <= most:
+        return None
+    if room:
+        named = "(files are named after it)"
+        return f"{shown(value)} is {longest} bytes, over the {most} a name holds {named}"
+    return f"{shown(value)} has a part of {longest} bytes, over the {NAME_MAX} a file name holds"
+
+
+def _short(check: Check) -> Check:
+    """``check``, and no longer than a file named after it leaves a name."""
+    return lambda value: _too_long(value, NAME_ROOM) or check(value)
+
+
+def _short_fix(fix: str) -> Callable[[str], str]:
+    too_long = f"shorten it to {NAME_LONGEST} bytes or fewer"
+    return lambda value: too_long if _too_long(value, NAME_ROOM) else fix
 
 
 def _rel_path(value: str) -> str | None:
@@ -357,8 +374,8 @@ FETCH = Kind(
 )
 NAME = Kind(
     "name",
-    _regex(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a name (letters, digits, . _ -)"),
-    "use letters, digits, '.', '_' and '-'",
+    _short(_regex(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a name (letters, digits, . _ -)")),
+    _short_fix("use letters, digits, '.', '_' and '-'"),
 )
 
 # Debian policy 5.6.7: lowercase letters, digits, + - and ., two characters at least (g++).
@@ -450,8 +467,8 @@ APT_VERSION = Kind(
 )
 WHEEL_FILE = Kind(
     "wheel file",
-    _wheel_file,
-    "write the exact file name the index lists",
+    _short(_wheel_file),
+    _short_fix("write the exact file name the index lists"),
     missing="exact wheel file unknown; `doit lock` resolves it from the index",
 )
 ARCH = Kind("arch", _arch, unknown_arch_hint)

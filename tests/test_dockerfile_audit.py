@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rocmgraph.common.errors import Unchecked
 from rocmgraph.dockerfile import syntax
 from rocmgraph.dockerfile.audit import Finding, Kind, Place, as_json, as_text, audit
-from rocmgraph.dockerfile.expand import MAX_NESTING
+from rocmgraph.dockerfile.expand import MAX_GROWTH, MAX_NESTING
 from rocmgraph.dockerfile.syntax import NotADockerfile
 
 FULL = "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
@@ -518,6 +518,7 @@ def test_exit_codes_follow_the_findings(tmp_path: Path) -> None:
     readme = write(tmp_path, "Hello\n", "README")
     deep = "( " * 200 + "pip install x" + " )" * 200
     nested = write(tmp_path, f"FROM ubuntu@{DIGEST}\nRUN {deep}\n", "nested")
+    doubling = write(tmp_path, doubled(40), "grown")
     results = {
         "clean": run_doit("audit", f"dockerfile={clean}"),
         "broken": run_doit("audit", f"dockerfile={broken}"),
@@ -526,10 +527,11 @@ def test_exit_codes_follow_the_findings(tmp_path: Path) -> None:
         "directory": run_doit("audit", f"dockerfile={tmp_path}"),
         "readme": run_doit("audit", f"dockerfile={readme}"),
         "nested": run_doit("audit", f"dockerfile={nested}"),
+        "grown": run_doit("audit", f"dockerfile={doubling}"),
     }
     assert {name: r.returncode for name, r in results.items()} == {
         "clean": 0, "broken": 1, "unchecked": 2, "missing": 3, "directory": 3, "readme": 3,
-        "nested": 2,
+        "nested": 2, "grown": 2,
     }  # fmt: skip
     assert results["clean"].stdout.splitlines() == [
         f"{clean}:1: from ubuntu@{DIGEST}: pinned",
@@ -549,6 +551,7 @@ def test_exit_codes_follow_the_findings(tmp_path: Path) -> None:
         f"error: {readme}:1: not a Dockerfile BuildKit accepts: unknown instruction: HELLO\n"
     )
     assert results["nested"].stderr == f"error: {nested}{NESTED.removeprefix('Dockerfile')}\n"
+    assert results["grown"].stderr == f"error: {doubling}{grown(23).removeprefix('Dockerfile')}\n"
 
 
 def test_json_names_the_file_the_line_and_the_places(tmp_path: Path) -> None:
@@ -646,6 +649,40 @@ def test_commands_nested_past_the_limit_are_refused_in_one_line_at_once(
     with pytest.raises(Unchecked) as refused:
         audit("FROM scratch\nRUN " + opening * deepest + "pip install x" + closing * deepest)
     assert (str(refused.value), time.monotonic() - started < 5) == (NESTED, True)
+
+
+def grown(line: int) -> str:
+    return (
+        f"Dockerfile:{line}: not audited: a variable's value grows past {MAX_GROWTH} "
+        "characters, the most it expands"
+    )
+
+
+def doubled(times: int) -> str:
+    """Issue 49's 525 bytes (times=32): `ENV A=${A}${A}` doubles A, then pip installs it."""
+    return "FROM s\nENV A=x\n" + "ENV A=${A}${A}\n" * times + "RUN pip install $A\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (doubled(40), 23),  # 2 ** 21 characters at line 23
+        ("FROM s\nRUN A=x" + "; A=$A$A" * 40 + "; pip install $A\n", 2),
+        ("FROM s\nARG A=x\n" + "ARG A=${A}${A}\n" * 40, 23),
+        ("FROM s\nENV A=" + "x" * 4096 + "\nENV B=" + "y" * 300 + "\nWORKDIR ${A//?/$B}\n", 4),
+    ],
+    ids=["env", "shell", "arg", "replaced"],
+)
+def test_a_value_that_doubles_past_the_cap_is_refused_in_one_line_at_once(
+    text: str, line: int
+) -> None:
+    """k = 32 took 20 s and 6.3 GB, k = 40 was killed: now one line, at the line where the
+    value passes a megabyte."""
+    assert [f.value for f in audit(doubled(19)).findings] == ["s", "x" * 2**19]
+    started = time.monotonic()
+    with pytest.raises(Unchecked) as refused:
+        audit(text)
+    assert (str(refused.value), time.monotonic() - started < 1) == (grown(line), True)
 
 
 @pytest.mark.parametrize(

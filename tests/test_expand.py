@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmgraph.dockerfile.expand import MAX_NESTING, expand
+from rocmgraph.dockerfile.expand import MAX_GROWTH, MAX_NESTING, TooLarge, expand
 
 ENV = {"A": "1", "B": "x y", "EMPTY": "", "P": "/opt/rocm-7.0/lib", "REF": "abc"}
 
@@ -91,3 +91,27 @@ def test_a_word_nested_deeper_than_any_real_one_is_kept_as_written() -> None:
     assert found.value == "${X:-" * inner + "1" + "}" * inner
     assert found.dynamic
     assert not found.known
+
+
+@pytest.mark.parametrize(
+    ("word", "env"),
+    [
+        ("${A}${A}", {"A": "x" * (MAX_GROWTH // 2 + 1)}),  # ENV A=${A}${A}, doubled once more
+        ("$A" * (MAX_GROWTH + 1), {"A": "x"}),  # a million uses of a short value
+        ("${A:?}${A:?}", {"A": "x" * MAX_GROWTH}),
+        ("${A#y}${A%y}" * 150, {"A": "x" * 4096}),
+        ("${A//?/$B}", {"A": "x" * 4096, "B": "y" * 300}),  # 4096 copies of B: 1.2 MB
+        ("${A/x/$B}$B", {"A": "x", "B": "y" * (MAX_GROWTH // 2 + 1)}),
+    ],
+    ids=["doubled", "uses", "checked", "trimmed", "replaced-each", "replaced-once"],
+)
+def test_a_value_grown_past_the_cap_is_refused(word: str, env: dict[str, str]) -> None:
+    """Issue 49: `ENV A=${A}${A}` 32 times took 20 s and 6.3 GB; a value stops at a megabyte."""
+    with pytest.raises(TooLarge):
+        expand(word, env)
+
+
+def test_a_value_at_the_cap_expands() -> None:
+    half = "x" * (MAX_GROWTH // 2)
+    assert expand("${A}${A}", {"A": half}).value == half * 2
+    assert expand("${A//x/yy}", {"A": "x" * 4096}).value == "yy" * 4096

@@ -16,8 +16,8 @@ them (rocmgraph.dockerfile.expand), pip's arguments as pip reads them
 default, a ``$(command)``) is reported as unknown, never guessed.
 
 Exit codes: 0 when every finding is pinned, 1 when one breaks a policy, 2 when
-something could not be checked (or commands nest deeper than the audit reads),
-3 when the file is not a Dockerfile.
+something could not be checked (or commands nest deeper than the audit reads, or a
+value grows larger than it expands), 3 when the file is not a Dockerfile.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from enum import StrEnum
 
 from rocmgraph.common.errors import LockError, Unchecked
 from rocmgraph.dockerfile import managers, pipargs, shell, syntax
-from rocmgraph.dockerfile.expand import MAX_NESTING, Expanded, expand
+from rocmgraph.dockerfile.expand import MAX_GROWTH, MAX_NESTING, Expanded, TooLarge, expand
 from rocmgraph.dockerfile.syntax import Instruction, NotADockerfile, Text
 
 FULL = re.compile(r"[0-9a-f]{40}")
@@ -426,7 +426,7 @@ class _Walker:
 
     def _on_from(self, ins: Instruction) -> None:
         word = ins.words[0]
-        image = self._expand(word.text, self._global_env())
+        image = self._expand(word.text, self._global_env(), ins.line_of(word))
         name = ins.words[2].text.lower() if len(ins.words) == 3 else str(len(self.stages))
         parent = self.stages.get(image.value.lower()) or self._platform_stage(image)
         if parent is not None:
@@ -452,7 +452,7 @@ class _Walker:
             line = ins.line_of(word)
             scope = self.stage.vars if self.stage else self.globals
             if has_value:
-                value: str | None = self._expand(raw, self._known()).value
+                value: str | None = self._expand(raw, self._known(), line).value
             elif self.stage is not None and name in self.globals:
                 # the global itself: its value, and one finding for it and what uses it
                 scope[name] = self.globals[name]
@@ -479,13 +479,13 @@ class _Walker:
                 pairs.append((name, raw, ins.line_of(word)))
         # each value as the stage had them before this ENV (`ENV A=1 B=$A`: B is the old A)
         env = self._known()
-        values = [(name, self._expand(raw, env).value, line) for name, raw, line in pairs]
+        values = [(name, self._expand(raw, env, line).value, line) for name, raw, line in pairs]
         for name, value, line in values:
             self.stage.vars[name] = _Var(name, value, line, env=True)
 
     def _on_workdir(self, ins: Instruction) -> None:
         assert self.stage is not None
-        path = self._expand(ins.args.value, self._known()).value
+        path = self._expand(ins.args.value, self._known(), ins.start_line).value
         self.stage.workdir = posixpath.normpath(posixpath.join(self.stage.workdir, path))
 
     def _on_onbuild(self, ins: Instruction) -> None:
@@ -508,10 +508,12 @@ class _Walker:
         checksum = any(f.text.startswith("--checksum=") for f in ins.flags)
         sources = ins.words[:-1] if len(ins.words) > 1 else ()
         for word in sources:
-            value = (
-                self._expand(word.text, self._known()) if not ins.exec_form else Expanded(word.text)
-            )
             line = ins.line_of(word)
+            value = (
+                self._expand(word.text, self._known(), line)
+                if not ins.exec_form
+                else Expanded(word.text)
+            )
             git = _GIT_URL.match(value.value)
             if git:
                 url, _, ref = value.value.partition("#")
@@ -558,7 +560,7 @@ class _Walker:
         return _Known(self.globals)
 
     def _stage_or_image(self, kind: Kind, raw: str, line: int) -> None:
-        value = self._expand(raw, self._known())
+        value = self._expand(raw, self._known(), line)
         if value.value.lower() in self.stages or value.value.isdigit():
             return  # an earlier stage, by name or by number
         self._image(kind, value, line, self.stage.vars if self.stage else self.globals)
@@ -609,20 +611,22 @@ class _Walker:
             return
         if item.value is None:
             return  # `export NAME`: its value stays what it was
-        value = self._shell_word(script, item.value.text)
+        value = self._shell_word(script, item.value)
         origin = _Origin.COMMAND if value.dynamic else None
         script.values[item.name] = _Value(value.value, value.unset, origin, item.branches)
 
-    def _commands_in(self, script: _Script, value: Expanded, raw: str) -> str:
+    def _commands_in(self, script: _Script, value: Expanded, word: shell.Word) -> str:
         """``value`` with the variables set from a command written as that command
         (``W=$(ls /w/*.whl); pip install $W``: ``$(ls /w/*.whl)``), for what it names."""
         if all(script.origin(name) is not _Origin.COMMAND for name in value.unset):
             return value.value
-        return self._expand(raw, _Seen(script, commands=True), shell_word=True).value
+        line = script.text.line_at(word.offset)
+        return self._expand(word.text, _Seen(script, commands=True), line, shell_word=True).value
 
-    def _shell_word(self, script: _Script, raw: str) -> Expanded:
+    def _shell_word(self, script: _Script, word: shell.Word) -> Expanded:
         """A shell word's value; what the variables it uses still depend on goes with it."""
-        value = self._expand(raw, _Seen(script), shell_word=True)
+        line = script.text.line_at(word.offset)
+        value = self._expand(word.text, _Seen(script), line, shell_word=True)
         found = (script.lookup(name) for name in value.used)
         unset = value.unset.union(*(used.unset for used in found if used is not None))
         return dataclasses.replace(value, unset=unset) if unset != value.unset else value
@@ -632,7 +636,7 @@ class _Walker:
         words = [
             (Expanded(w.text), w) if literal else pair
             for w in command.words
-            for pair in _split(self._shell_word(script, w.text), w)
+            for pair in _split(self._shell_word(script, w), w)
         ]
         words = _unwrap(words)
         if not words:
@@ -641,7 +645,7 @@ class _Walker:
         values = [value.value for value, _ in words]
         if self.record:
             line = script.text.line_at(words[0][1].offset)
-            env = tuple((n, self._shell_word(script, w.text).value) for n, w in command.env)
+            env = tuple((n, self._shell_word(script, w).value) for n, w in command.env)
             self.ran.append(Ran(tuple(values), line, _cwd(script, command.scopes), env))
         if name == "cd":
             self._cd(script, command.scopes, words[1:])
@@ -823,7 +827,7 @@ class _Walker:
             line = script.text.line_at(word.offset)
             unknown = self._unknown(value, None, script)
             shown = requirement = pipargs.requirement_of(value.value, editable)
-            if _local_substitution(self._commands_in(script, value, word.text)):
+            if _local_substitution(self._commands_in(script, value, word)):
                 continue  # `$(realpath dist/*.whl)[extras]`: a file of the build, named later
             if unknown and _only_in_extras(requirement):
                 # `torch[device-${arch}]==2.1`: which extra varies, not which version
@@ -907,9 +911,16 @@ class _Walker:
 
     # ------------------------------------------------------------ variables
 
-    def _expand(self, raw: str, env: Mapping[str, str], shell_word: bool = False) -> Expanded:
+    def _expand(
+        self, raw: str, env: Mapping[str, str], line: int, shell_word: bool = False
+    ) -> Expanded:
+        """The value of the word ``raw`` on ``line``: Unchecked when it grows too large."""
         # Dockerfile words use the file's escape character; shell words the shell's.
-        return expand(raw, env, "\\" if shell_word else self.escape, shell=shell_word)
+        try:
+            return expand(raw, env, "\\" if shell_word else self.escape, shell=shell_word)
+        except TooLarge:
+            raise Unchecked(f"{self.file}:{line}: not audited: a variable's value grows past "
+                            f"{MAX_GROWTH} characters, the most it expands") from None  # fmt: skip
 
     def _scope(self) -> Mapping[str, _Var]:
         return self.stage.vars if self.stage else self.globals

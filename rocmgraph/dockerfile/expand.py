@@ -6,9 +6,11 @@ assignments earlier in a RUN line). It does what BuildKit's lexer does
 (frontend/dockerfile/shell/lex.go): single quotes are literal, double quotes
 keep ``$`` live, the escape character takes the next character, and the
 operators ``-``, ``:-``, ``+``, ``:+``, ``?``, ``:?``, ``#``, ``##``, ``%``,
-``%%``, ``/`` and ``//`` nest. It never fails and never guesses: a variable
-with no known value keeps its text and is named in ``unset``; a command
-substitution or arithmetic makes the word ``dynamic``. Linear in the word.
+``%%``, ``/`` and ``//`` nest. It never guesses: a variable with no known value
+keeps its text and is named in ``unset``; a command substitution or arithmetic
+makes the word ``dynamic``. Linear in the word, and its value is at most
+MAX_GROWTH characters longer than the word: past that it fails (TooLarge), as
+``ENV A=${A}${A}`` forty times would double a value to a terabyte.
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ _LONG_VALUE = 4096  # prefix/suffix patterns are tried at every cut: only on sho
 # each level is a few frames of Python's stack, which a fuzzed 6 KB line would otherwise
 # exhaust. Commands nested past it are refused (rocmgraph.dockerfile.shell).
 MAX_NESTING = 100
+# What substitution may add to one word, in characters (a megabyte, where a long real value,
+# a PATH or a list of packages, is a few kilobytes).
+MAX_GROWTH = 1 << 20
+
+
+class TooLarge(Exception):
+    """A word whose variables would make its value more than MAX_GROWTH characters longer
+    than the word itself."""
+
+    def __init__(self) -> None:
+        super().__init__(f"a value grows past {MAX_GROWTH} characters")
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,14 @@ class _Scanner:
     ) -> None:
         self.text, self.env, self.escape, self.shell, self.state = text, env, escape, shell, state
         self.depth = 0  # the ${...} this scan is inside
+        self.grown = 0  # characters the variables' values put in so far
+
+    def _grow(self, value: str) -> str:
+        """``value``, put in for a variable: TooLarge past MAX_GROWTH in all."""
+        self.grown += len(value)
+        if self.grown > MAX_GROWTH:
+            raise TooLarge
+        return value
 
     def run(self, at: int, stop: str) -> tuple[str, int]:
         """Expand from ``at`` up to the unquoted ``stop`` (or the end); the value and where
@@ -201,15 +222,16 @@ class _Scanner:
         if not known or (self.state.dynamic and len(value) > _LONG_VALUE):
             return raw
         if op[-1] == "?":
-            return value
+            return self._grow(value)
         if op[0] == "/":
-            return _replace(value, word, replacement, every=op == "//")
-        return _trim(value, word, longest=len(op) == 2, prefix=op[0] == "#")
+            room = MAX_GROWTH - self.grown
+            return self._grow(_replace(value, word, replacement, every=op == "//", room=room))
+        return self._grow(_trim(value, word, longest=len(op) == 2, prefix=op[0] == "#"))
 
     def _lookup(self, name: str, raw: str) -> str:
         if name in self.env:
             self.state.used.add(name)
-            return self.env[name]
+            return self._grow(self.env[name])
         self.state.unset.add(name)
         return raw
 
@@ -245,6 +267,17 @@ def _trim(value: str, pattern: str, *, longest: bool, prefix: bool) -> str:
     return value
 
 
-def _replace(value: str, pattern: str, replacement: str, *, every: bool) -> str:
+def _replace(value: str, pattern: str, replacement: str, *, every: bool, room: int) -> str:
+    """``value`` with the first (``every``: each) match of ``pattern`` replaced: TooLarge as
+    soon as it is longer than ``room`` (``${A//?/$B}`` makes len(A) copies of B)."""
     regex = re.compile(fnmatch.translate(pattern).removeprefix("(?s:").removesuffix(")\\Z"))
-    return regex.sub(replacement.replace("\\", "\\\\"), value, count=0 if every else 1)
+    length = len(value)
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal length
+        length += len(replacement) - len(match.group())
+        if length > room:
+            raise TooLarge
+        return replacement
+
+    return regex.sub(one, value, count=0 if every else 1)

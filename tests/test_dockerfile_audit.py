@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import posixpath
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from rocmgraph.dockerfile.syntax import NotADockerfile
 FULL = "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
 DIGEST = "sha256:" + "ab" * 32
 UNPINNED = ("unpinned: no ==version",)
+UNPINNED_CLONE = "git clone without a commit checkout: unpinned"
 
 
 def found(text: str) -> list[tuple[object, ...]]:
@@ -651,6 +653,42 @@ def test_commands_nested_past_the_limit_are_refused_in_one_line_at_once(
     assert (str(refused.value), time.monotonic() - started < 5) == (NESTED, True)
 
 
+def triple(i: int, *, absolute: bool) -> str:
+    """A clone, a WORKDIR (its folder, if relative) and a checkout there."""
+    return (
+        f"RUN git clone https://example.org/r{i}\nWORKDIR {'/' * absolute}r{i}\n"
+        f"RUN git checkout v{i}\n"
+    )
+
+
+@st.composite
+def _triples(draw: st.DrawFn) -> tuple[str, list[tuple[object, ...]]]:
+    """Issue 49's clone, WORKDIR /r<i>, checkout triples (each checkout in no clone's
+    folder), mixed with relative WORKDIRs (in its own); and the clone findings they make."""
+    text, cwd = "FROM s\n", "/"
+    clones: dict[str, tuple[object, ...]] = {}  # by folder, as the audit links them
+    for i in range(draw(st.integers(0, 60))):
+        absolute = draw(st.booleans())
+        line = text.count("\n") + 1
+        url = f"https://example.org/r{i}"
+        clones[posixpath.join(cwd, f"r{i}")] = ("clone", line, url, (UNPINNED_CLONE,))
+        cwd = f"/r{i}" if absolute else posixpath.join(cwd, f"r{i}")
+        if cwd in clones:
+            checked = (f"checks out v{i}, a branch or tag, not a commit",)
+            clones[cwd] = ("clone", line + 2, f"{url}@v{i}", checked)
+        text += triple(i, absolute=absolute)
+    return text, list(clones.values())
+
+
+@settings(max_examples=100, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_triples())
+def test_each_checkout_pins_the_clone_in_its_folder(
+    shape: tuple[str, list[tuple[object, ...]]],
+) -> None:
+    text, clones = shape
+    assert [f for f in found(text) if f[0] == "clone"] == clones
+
+
 def grown(line: int) -> str:
     return (
         f"Dockerfile:{line}: not audited: a variable's value grows past {MAX_GROWTH} "
@@ -709,8 +747,9 @@ def test_the_other_shapes_of_one_line_take_a_second_at_most(run: str) -> None:
         "FROM s\nRUN " + "if a; then \\\n" * 200_000 + "fi; \\\n" * 200_000 + "\n",
         "FROM s\n" + "# comment\n" * 500_000,
         "FROM s\nRUN echo " + "a" * 5_000_000 + "\n",  # a 5 MB word: refused at once
+        "FROM s\n" + "".join(triple(i, absolute=True) for i in range(64_000)),  # 72 s before
     ],
-    ids=["continuations", "pip-chain", "nesting", "comments", "one-word"],
+    ids=["continuations", "pip-chain", "nesting", "comments", "one-word", "clone-triples"],
 )
 def test_five_megabytes_take_seconds_not_minutes(text: str) -> None:
     # A guard against super-linear work (the old reader took over 10 minutes on one 5 MB

@@ -65,6 +65,14 @@ SHAPES: dict[str, str] = {
     "16,000 heredocs in one RUN": "FROM s\n"
     + ("RUN " + "<<E " * 16_000 + "\n" + "pip install x==1\nE\n" * 16_000) * 13,
     "65,535-byte lines of `pip install`": _lines("pip install" + " x==1" * 13_104),
+    "`ENV A=${A}${A}` 333k times (refused)": "FROM s\nENV A=x\n"
+    + "ENV A=${A}${A}\n" * (MB // 15)
+    + "RUN pip install $A\n",
+    "64k git clone, WORKDIR, checkout": "FROM s\n"
+    + "".join(
+        f"RUN git clone https://example.org/r{i}\nWORKDIR /r{i}\nRUN git checkout v{i}\n"
+        for i in range(64_000)
+    ),
 }
 
 

@@ -689,6 +689,24 @@ def test_each_checkout_pins_the_clone_in_its_folder(
     assert [f for f in found(text) if f[0] == "clone"] == clones
 
 
+@settings(max_examples=100, derandomize=True)
+@given(st.integers(0, 40), st.booleans())
+def test_a_doubled_value_is_read_up_to_the_cap_and_refused_past_it(
+    times: int, in_shell: bool
+) -> None:
+    """`ENV A=${A}${A}` (or `A=$A$A` in a RUN line) ``times`` times, then `pip install $A`."""
+    text = "FROM s\nRUN A=x" + "; A=$A$A" * times + "; pip install $A\n"
+    line, passes = 2, 2  # the line where pip installs it, and where it passes the cap
+    if not in_shell:
+        text, line, passes = doubled(times), times + 3, 23
+    if 2**times > MAX_GROWTH:
+        with pytest.raises(Unchecked) as refused:
+            audit(text)
+        assert str(refused.value) == grown(passes)
+    else:
+        assert found(text)[-1] == ("pip", line, "x" * 2**times, UNPINNED)
+
+
 def grown(line: int) -> str:
     return (
         f"Dockerfile:{line}: not audited: a variable's value grows past {MAX_GROWTH} "

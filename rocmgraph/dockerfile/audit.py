@@ -622,13 +622,13 @@ class _Walker:
         (``W=$(ls /w/*.whl); pip install $W``: ``$(ls /w/*.whl)``), for what it names."""
         if all(script.origin(name) is not _Origin.COMMAND for name in value.unset):
             return value.value
-        line = script.text.line_at(word.offset)
-        return self._expand(word.text, _Seen(script, commands=True), line, shell_word=True).value
+        return self._expand_shell(script, word, _Seen(script, commands=True)).value
 
     def _shell_word(self, script: _Script, word: shell.Word) -> Expanded:
         """A shell word's value; what the variables it uses still depend on goes with it."""
-        line = script.text.line_at(word.offset)
-        value = self._expand(word.text, _Seen(script), line, shell_word=True)
+        value = self._expand_shell(script, word, _Seen(script))
+        if not value.used:  # most words: nothing to look up
+            return value
         found = (script.lookup(name) for name in value.used)
         unset = value.unset.union(*(used.unset for used in found if used is not None))
         return dataclasses.replace(value, unset=unset) if unset != value.unset else value
@@ -913,16 +913,23 @@ class _Walker:
 
     # ------------------------------------------------------------ variables
 
-    def _expand(
-        self, raw: str, env: Mapping[str, str], line: int, shell_word: bool = False
-    ) -> Expanded:
-        """The value of the word ``raw`` on ``line``: Unchecked when it grows too large."""
-        # Dockerfile words use the file's escape character; shell words the shell's.
+    def _expand(self, raw: str, env: Mapping[str, str], line: int) -> Expanded:
+        """The value of the Dockerfile word ``raw`` on ``line`` (the file's escape character)."""
         try:
-            return expand(raw, env, "\\" if shell_word else self.escape, shell=shell_word)
+            return expand(raw, env, self.escape)
         except TooLarge:
-            raise Unchecked(f"{self.file}:{line}: not audited: a variable's value grows past "
-                            f"{MAX_GROWTH} characters, the most it expands") from None  # fmt: skip
+            raise self._too_large(line) from None
+
+    def _expand_shell(self, script: _Script, word: shell.Word, env: Mapping[str, str]) -> Expanded:
+        """The value of a shell word of ``script`` (the shell's escape character)."""
+        try:
+            return expand(word.text, env, "\\", shell=True)
+        except TooLarge:  # its line found only now: a RUN line has thousands of words
+            raise self._too_large(script.text.line_at(word.offset)) from None
+
+    def _too_large(self, line: int) -> Unchecked:
+        return Unchecked(f"{self.file}:{line}: not audited: a variable's value grows past "
+                         f"{MAX_GROWTH} characters, the most it expands")  # fmt: skip
 
     def _scope(self) -> Mapping[str, _Var]:
         return self.stage.vars if self.stage else self.globals

@@ -210,6 +210,16 @@ def a_source(name: str) -> Edit:
     return lambda t: f"{t}\n{table}"
 
 
+RING = " -> ".join(f"site:l{i % 50_000}" for i in range(50_001))  # as a message cuts it
+
+
+def linked(*pairs: tuple[str, str]) -> Edit:
+    """[links] with ``pairs`` (link, target) added to the file's own."""
+    added = "".join(f'\n"{link}" = "{target}"' for link, target in pairs)
+    return lambda t: t.replace("[links]   # link -> target; site: is the image's site-packages",
+                               "[links]" + added, 1)  # fmt: skip
+
+
 def wheel_file(file: str, version: str = "2.12.0") -> Edit:
     return lambda t: edit_toml(edit_toml(t, ["wheels", "torch", "file"], file),
                                ["wheels", "torch", "version"], version)  # fmt: skip
@@ -260,6 +270,26 @@ BAD_VALUES: dict[str, tuple[Edit, str]] = {
         lambda t: edit_toml(t, ["base", "image"], "docker.io/ROCm/primus:v26.4"),
         "pins.toml: [base].image: 'docker.io/ROCm/primus:v26.4' has upper case, which docker "
         "refuses in an image name; write 'docker.io/rocm/primus:v26.4'",
+    ),
+    "links that point at each other": (
+        linked(("site:a", "site:b"), ("site:b", "site:a")),
+        "pins.toml: [links]: has a cycle (link -> target): site:a -> site:b -> site:a; "
+        "point one of them at a path that is no link and lies under none",
+    ),
+    "a link to itself": (
+        linked(("/opt/a", "/opt/a")),
+        "pins.toml: [links]: has a cycle (link -> target): /opt/a -> /opt/a; "
+        "point one of them at a path that is no link and lies under none",
+    ),
+    "a ring of links through their folders": (
+        linked(("site:a", "site:b/lib"), ("site:b", "site:c"), ("site:c", "site:a/x/y")),
+        "pins.toml: [links]: has a cycle (link -> target): site:a -> site:b -> site:c -> site:a; "
+        "point one of them at a path that is no link and lies under none",
+    ),
+    "a ring of 50,000 links": (
+        linked(*((f"site:l{i}", f"site:l{(i + 1) % 50_000}") for i in range(50_000))),
+        f"pins.toml: [links]: has a cycle (link -> target): {RING[:LONGEST]}… ({len(RING)} "
+        "characters); point one of them at a path that is no link and lies under none",
     ),
     "a source name no file name holds": (
         a_source("x" * 240),
@@ -678,6 +708,16 @@ GOOD_VALUES: dict[str, tuple[Edit, Callable[[pins.Pins], object], object]] = {
         a_source("x" * 234),
         lambda p: len(next(name for name in p.sources if name.startswith("x"))),
         234,
+    ),
+    "links in a chain, and one beside another's folder": (
+        linked(("site:a", "site:b"), ("site:b", "site:c/lib"), ("site:c2", "site:a")),
+        lambda p: dict(p.links),
+        {
+            "site:a": "site:b",
+            "site:amdsmi": "site:_rocm_sdk_core/share/amd_smi/amdsmi",
+            "site:b": "site:c/lib",
+            "site:c2": "site:a",
+        },
     ),
     "a leap day": (
         lambda t: edit_toml(t, ["image", "released"], "2028-02-29"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import graphlib
 import json
 import posixpath
 import re
@@ -718,6 +719,7 @@ def _check_relations(pins: Pins) -> None:
             )
     _check_workspaces(pins)
     _check_inputs(pins)
+    _check_links(pins)
     for table, env in [(("env",), pins.env)] + [
         (("sources", name, "env"), source.env) for name, source in pins.sources.items()
     ]:
@@ -830,6 +832,52 @@ def _check_inputs(pins: Pins) -> None:
                     f"{shown(path)} is not in the tree of another pinned source",
                     f"write <source>/<path in its tree>, the source one of: {others}",
                 )
+
+
+def _check_links(pins: Pins) -> None:
+    """No ring of links: a link whose target is another link, or lies under one, goes on
+    through it, and a ring never ends (the image's first import through it fails, ELOOP)."""
+    folders = _Folder()
+    for link in pins.links:
+        folders.add(link)
+    through = {link: folders.links_on(target) for link, target in pins.links.items()}
+    try:
+        graphlib.TopologicalSorter(through).prepare()
+    except graphlib.CycleError as exc:
+        cycle = reversed(exc.args[1])  # graphlib lists it target -> link
+        raise PinsError(
+            pins.file,
+            "[links]",
+            f"has a cycle (link -> target): {cut(' -> '.join(cycle))}",
+            "point one of them at a path that is no link and lies under none",
+        ) from None
+
+
+@dataclass
+class _Folder:
+    """Link paths as a tree of their parts: which links a path passes on its way down, in
+    one step per part (not a comparison with every link)."""
+
+    link: str = ""  # the link that ends here
+    under: dict[str, _Folder] = field(default_factory=dict)
+
+    def add(self, link: str) -> None:
+        folder = self
+        for part in link.split("/"):
+            folder = folder.under.setdefault(part, _Folder())
+        folder.link = link
+
+    def links_on(self, path: str) -> list[str]:
+        """The links that ``path`` is, or lies under."""
+        found: list[str] = []
+        folder = self
+        for part in path.split("/"):
+            if part not in folder.under:
+                break
+            folder = folder.under[part]
+            if folder.link:
+                found.append(folder.link)
+        return found
 
 
 def _check_subtree(file: str, name: str, source: GitSource) -> None:

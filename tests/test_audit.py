@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import edit_toml, need, run_doit
-from servers import LoopbackServer, Registry, closed_url, commit, git
+from conftest import PINS, edit_toml, need, run_doit
+from servers import LoopbackServer, Registry, closed_url, commit, git, make_repo
 from world import World, kernel_as_submodule
 
 from rocmgraph.config import pins
@@ -176,3 +176,20 @@ def test_a_patch_tree_that_cannot_be_fetched_is_unknown_beside_every_other_row(
     # SGLang's own patches touch its Python alone: checked without the submodule
     assert rows(document)["[sources.sglang].commit"]["patches"] == "2 applies"
     assert rows(document)["[sources.vllm].commit"]["patches"] == "3 applies"
+
+
+def test_a_source_no_stage_builds_is_refused_before_anything_is_fetched(tmp_path: Path) -> None:
+    """Issue 49: audit fetched every source's history first, then said the name was wrong."""
+    head = make_repo(tmp_path / "upstream", {"README": "x\n"})
+    pins_file = tmp_path / "pins.toml"
+    pins_file.write_text(
+        PINS.read_text()
+        + f'\n[sources.nosuch]\nrepo = "https://example.org/nosuch"\nbranch = "main"\n'
+        f'commit = "{head}"\nmirror = "file://{tmp_path / "upstream"}"\n'
+    )
+    result = run_doit("audit", f"pins={pins_file}", env={"VERL_GRAPH_CACHE": str(tmp_path)})
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith(
+        f"error: {pins_file}: [sources.nosuch]: no stage builds a source of this name; "
+    )
+    assert not (tmp_path / "history").exists()

@@ -26,6 +26,7 @@ from rocmgraph.fetch.sources import SourceCache
 from rocmgraph.fetch.store import Store
 from rocmgraph.fetch.upstream import History
 from rocmgraph.fetch.world import Outside
+from rocmgraph.graph.dag import Graph
 from rocmgraph.graph.invocation import Run
 from rocmgraph.graph.keys import digest
 from rocmgraph.outside import registry
@@ -78,7 +79,7 @@ class Row:
 
 def audit_pins(run: Run, outside: Outside) -> list[Row]:
     """One row per pin of ``run``, checked against what ``outside`` says now."""
-    pins = run.pins
+    pins, graph = run.pins, run.graph  # a source no stage builds is refused before any fetch
     sources = outside.sources(pins)
     rows = [_source(sources, name, pins.sources[name]) for name in pins.sources]
     rows += [_git_version(n, source) for n, source in pins.sources.items() if source.version_env]
@@ -94,18 +95,16 @@ def audit_pins(run: Run, outside: Outside) -> list[Row]:
         rows.append(_version_row(Pinned.APT, ("rocm", "packages", name), version))
     for pin, version in pins.python.packages():
         rows.append(_version_row(Pinned.PYTHON, pin, version))
-    rows = [_provided(row) if _only_provided(run, row) else row for row in rows]
+    rows = [_provided(row) if _only_provided(graph, pins, row) else row for row in rows]
     names = preflight.built_here(run)
     return rows + [_fact(row) for row in preflight.check(pins, sources.tree, names)
                    if row.verdict is not preflight.Verdict.OK]  # fmt: skip
 
 
-def _only_provided(run: Run, row: Row) -> bool:
+def _only_provided(graph: Graph, pins: Pins, row: Row) -> bool:
     """Whether ``row`` pins what only a stage the base image provides would fetch."""
-    path = next(
-        (leaf.path for leaf in run.pins.leaves() if format_path(leaf.path) == row.pin), None
-    )
-    return path is not None and run.graph.only_provided(run.pins, path)
+    path = next((leaf.path for leaf in pins.leaves() if format_path(leaf.path) == row.pin), None)
+    return path is not None and graph.only_provided(pins, path)
 
 
 def _provided(row: Row) -> Row:

@@ -67,6 +67,25 @@ def test_a_build_that_lost_buildkits_race_runs_once_more_and_passes(
     ]
 
 
+def test_an_unpack_onto_a_snapshot_collected_meanwhile_runs_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The containerd store's race between one export's unpack and another's collection
+    (moby/buildkit#6521), as the change-log benchmark met it."""
+    lost = [
+        "#99 unpacking to docker.io/verl-bench-monolith:gfx942",
+        'ERROR: failed to solve: failed to prepare extraction snapshot "extract-5 sha256:58": '
+        "parent snapshot sha256:ce13 does not exist: not found",
+    ]
+    played = Played([(lost, 1), (PASSED, 0)])
+    build(tmp_path, monkeypatch, played)
+    assert capsys.readouterr().err == (
+        "warning: stage causal_conv1d: BuildKit lost a race between builds "
+        "(failed to prepare extraction snapshot); building it once more\n"
+    )
+    assert len(played.argvs) == 2
+
+
 def test_a_race_lost_twice_fails_with_both_tries_in_its_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

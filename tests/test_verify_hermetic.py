@@ -349,6 +349,9 @@ def test_the_main_job_builds_the_demo_in_one_command(tmp_path: Path, store: Imag
         }
         assert len(closure.load(tmp_path / "pins.lock.toml").closures) == 15
         assert nothing_to_build(world.build(), "verl-onecmd:gfx942")
+        where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
+        audited = run_doit("audit", *where, "image=verl-onecmd:gfx942")  # every package traced
+        assert audited.returncode == 0, audited.stdout + audited.stderr
         the_image_carries_an_sbom_of_what_it_holds(world, tmp_path)
         its_provenance_names_every_locked_input(world, tmp_path)
         the_trace_of_the_build_agrees_with_the_plan(world, tmp_path / ".build" / "trace.json")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from demo_e2e import DOCKER, built, copy_of_demo
+from demo_e2e import DOCKER, built, copy_of_demo, prepare
 
 from rocmgraph.common.engine import BuildJob, ImageStore
 from rocmgraph.outside import proc
@@ -131,6 +131,7 @@ def test_a_docker_context_named_as_builder_builds_and_keeps_its_images_on_its_en
     """builder=<a docker context>: buildx's builder of that name has the docker driver, which
     builds on the context's engine and keeps the images there; the run asks that engine
     what is built, so the next run builds nothing."""
+    prepare("demo")
     env = {**os.environ, "DOCKER_CONFIG": str(tmp_path / "docker-config")}  # the test's own
     host = containerd_engine["DOCKER_HOST"]
     subprocess.run([DOCKER, "context", "create", "vrg-b", "--docker", f"host={host}"],

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import filled
+from conftest import PINS, ROOT, filled
 from servers import LoopbackServer, Route, make_repo, serve_bare
 from world import World, locked_run, prepare
 
@@ -134,3 +136,53 @@ def test_a_context_that_fills_the_disk_names_it(
         f"{disk}/ctx: no space is left on its disk (tmpfs at {disk}, 0 B free of 65.5 kB); "
         "free space on it"  # the cache is on another disk: no $VERL_GRAPH_CACHE
     )
+
+
+# What a plan of the real pins shows, with no engine to ask (exit 2: statuses unknown).
+REPORTS = (("plan",), ("graph", "format=dot"), ("dockerfile:vllm",))
+
+
+def _reports(home: Path, cache: Path | None, folder: Path) -> list[tuple[int, str, str]]:
+    """REPORTS as a user with ``home`` and ``cache`` (None: the home's) runs them in doit's
+    ``folder``, with no engine (a docker client, and no daemon at its socket)."""
+    env = {key: value for key, value in os.environ.items() if key != "XDG_CACHE_HOME"}
+    env |= {"HOME": str(home), "DOCKER_HOST": f"unix://{folder}/no-engine.sock"}
+    if cache is None:
+        env.pop(CACHE_ENV, None)
+    else:
+        env[CACHE_ENV] = str(cache)
+    found = []
+    for report in REPORTS:
+        done = subprocess.run(
+            [sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), "-d", str(folder),
+             *report, f"pins={PINS}"],
+            capture_output=True, text=True, check=False, env=env, timeout=120,
+        )  # fmt: skip
+        found.append((done.returncode, done.stdout, done.stderr))
+    return found
+
+
+@pytest.mark.parametrize("where", ["own disk", "own disk, filled before", "in the home"])
+def test_a_plan_needs_no_writable_cache_or_home(
+    tmp_path: Path, small_disk: Disk, where: str
+) -> None:
+    """A cache mounted read-only (empty, or kept by an earlier run) and a read-only home:
+    plan, graph and dockerfile:<stage> say what they say with both writable."""
+    writable = tmp_path / "home"
+    writable.mkdir()
+    checkout = tmp_path / "checkout"  # doit's folder, its .doit.db there
+    checkout.mkdir()
+    expected = _reports(writable, None, checkout)
+    assert expected[0][0] == 2, expected[0]  # the plan: keys, and no engine to ask
+    assert expected[0][2].startswith("error: built status unknown: cannot reach"), expected[0]
+    kept = writable / ".cache" / "verl-rocm-graph"
+    assert {"templates", "docker-client.json"} <= {path.name for path in kept.iterdir()}
+
+    home = small_disk("64k", read_only=True)
+    cache: Path | None = None
+    if where != "in the home":
+        cache = small_disk("1m", read_only=where == "own disk")
+        if where == "own disk, filled before":
+            shutil.copytree(kept, cache, dirs_exist_ok=True)
+            subprocess.run(["mount", "-o", "remount,ro", str(cache)], check=True)
+    assert _reports(home, cache, checkout) == expected

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rocmgraph.common import disk
+from rocmgraph.common.errors import DiskError
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -46,6 +47,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
                 Path(tmp.name).unlink()
                 raise
         Path(tmp.name).replace(path)  # atomic on one filesystem
+
+
+def cache_write_bytes(path: Path, data: bytes) -> bool:
+    """atomic_write_bytes into a cache, which is only a cache: a write the disk refuses
+    (read-only, full, no access) or that fails otherwise is skipped, silently. Whether it
+    was written."""
+    try:
+        atomic_write_bytes(path, data)
+    except (OSError, DiskError):  # DiskError: the refusal as ``disk.writing`` words it
+        return False
+    return True
 
 
 def _umask() -> int:

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping
 from importlib.util import find_spec
 from pathlib import Path
 
-from rocmgraph.common.fsutil import atomic_write_text
+from rocmgraph.common.fsutil import cache_write_bytes
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config import kinds
 from rocmgraph.config.pins import Pins
@@ -194,9 +194,9 @@ def _write(path: Path, computed: Mapping[str, keys.StageKey]) -> None:
     document = {
         name: {"key": key.key, "inputs": key.inputs.as_json()} for name, key in computed.items()
     }
-    with contextlib.suppress(OSError):
-        atomic_write_text(path, json.dumps(document, sort_keys=True))
-        _trim(path.parent)
+    if cache_write_bytes(path, json.dumps(document, sort_keys=True).encode()):
+        with contextlib.suppress(OSError):  # another run trims too
+            _trim(path.parent)
 
 
 def _trim(folder: Path) -> None:

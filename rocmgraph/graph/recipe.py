@@ -7,7 +7,6 @@ cannot depend on a pin its key does not cover.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import shlex
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmgraph.common.errors import PinsError, RenderError
-from rocmgraph.common.fsutil import atomic_write_bytes
+from rocmgraph.common.fsutil import cache_write_bytes
 from rocmgraph.common.layout import DOCKER
 from rocmgraph.config.archs import KNOWN_ARCHS
 from rocmgraph.config.kinds import SEPARATORS
@@ -71,8 +70,7 @@ def _compiled_templates(folder: Path) -> jinja2.BytecodeCache:
                 bucket.reset()
 
         def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-            with contextlib.suppress(OSError):
-                atomic_write_bytes(self._path(bucket), bucket.bytecode_to_string())
+            cache_write_bytes(self._path(bucket), bucket.bytecode_to_string())
 
     return CompiledTemplates()
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from rocmgraph.common.engine import BuildJob, EngineFacts, ImageStore, familiar
 from rocmgraph.common.errors import BuildFailed, EngineError, GraphToolError
-from rocmgraph.common.fsutil import atomic_write_text
+from rocmgraph.common.fsutil import cache_write_bytes
 from rocmgraph.inimage import manifest
 from rocmgraph.outside import dockerapi, proc
 from rocmgraph.outside.proc import CommandFailed, CommandMissing
@@ -87,10 +87,8 @@ def remembered_client(paths: list[str], memo: Path) -> Client:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     client = find_client(paths)
-    with contextlib.suppress(OSError):
-        atomic_write_text(
-            memo, json.dumps({"candidates": stamp, "client": dataclasses.asdict(client)})
-        )
+    memo_text = json.dumps({"candidates": stamp, "client": dataclasses.asdict(client)})
+    cache_write_bytes(memo, memo_text.encode())
     return client
 
 

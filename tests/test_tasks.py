@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -316,33 +313,6 @@ def test_a_wrong_command_stops_before_any_task_is_looked_at(
     result = run_doit(*args, env={"VERL_GRAPH_DOCKER": str(tmp_path / "docker")})
     message = BAD_VARIABLES[case][1]
     assert (result.returncode, result.stdout, result.stderr) == (3, "", f"error: {message}\n")
-
-
-def test_a_garbage_doit_db_is_set_aside_with_one_warning(tmp_path: Path) -> None:
-    # doit runs in tmp_path (-d), where its .doit.db is garbage: dbm.dumb's index unreadable.
-    (tmp_path / ".doit.db.dir").write_bytes(bytes(range(256)) * 4)
-    (tmp_path / ".doit.db.dat").write_bytes(b"")
-    result = subprocess.run(
-        [sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), "-d", str(tmp_path), "list"],
-        capture_output=True, text=True, check=False, env={**os.environ, "CI": ""},
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "build" in result.stdout.split()
-    stamp = re.search(r"broken-(\d{8}-\d{6})", result.stderr)
-    assert stamp is not None, result.stderr
-    assert result.stderr == (
-        f"warning: .doit.db cannot be read; set aside as "
-        f".doit.db.dat.broken-{stamp[1]}, .doit.db.dir.broken-{stamp[1]}; which tasks ran is "
-        "forgotten, what is built is not (the image tags say)\n"
-    )
-    assert sorted(p.name for p in tmp_path.glob(".doit.db*.broken-*")) == [
-        f".doit.db.dat.broken-{stamp[1]}", f".doit.db.dir.broken-{stamp[1]}",
-    ]  # fmt: skip
-    again = subprocess.run(
-        [sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), "-d", str(tmp_path), "list"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert (again.returncode, again.stderr) == (0, "")
 
 
 def test_the_plan_needs_no_writable_cache(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from rocmgraph.build import execute, progress
 from rocmgraph.build.ledger import Entry, Final, Status
 from rocmgraph.build.session import Session
-from rocmgraph.cli.doitdb import DOIT_DB, usable_doit_db
+from rocmgraph.cli import doitdb
 from rocmgraph.cli.reporter import Reporter, guarded
 from rocmgraph.cli.variables import (
     COMPILE_CACHE_ENV,
@@ -130,14 +130,14 @@ def _read_dockerfile(name: str) -> str:
 class Tasks:
     """The tasks of one invocation over ``graph``, and what they share."""
 
-    def __init__(self, graph: Graph, doit_db: Path = Path(DOIT_DB)) -> None:
+    def __init__(self, graph: Graph, doit_db: Path = Path(doitdb.DOIT_DB)) -> None:
         self.graph = graph
         self.session = Session()  # this run's ledger, console, silent caches and pushes
         self._solve: dict[str, Future[bool]] | None = None  # the run's solve, once begun
         self._solve_lock = threading.Lock()
         self._lock_lock = threading.Lock()  # one demo's closures locked at a time
         self.interrupted = False
-        usable_doit_db(doit_db)  # before doit opens it
+        self._doit_db = doitdb.hold(doit_db)  # before doit opens it; held while this runs
         # Every key renders every recipe: compiled once here, not once per invocation.
         recipe.keep_compiled(default_cache() / "templates")
         self._runs: dict[Options, Run] = {}
@@ -153,6 +153,8 @@ class Tasks:
             "par_type": "thread",  # stages build in docker; threads only wait on it
             "verbosity": 2,  # stream build logs as they come
             "subtasks": True,  # `doit list` shows build:<stage> and dockerfile:<stage> too
+            "backend": doitdb.BACKEND,
+            "dep_file": self._doit_db.dep_file,
         }
 
     # ------------------------------------------------------------ shared state

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from demo_e2e import E2E, built, copy_of_demo, image_ids, labels
-from test_e2e import psutil_like
+from test_e2e import demo_registries, psutil_like
 
 import stages
 from rocmgraph.common import failpoints
@@ -81,7 +81,7 @@ def assert_clean(world: E2E, before: dict[str, str], swept: bool = True) -> None
         time.sleep(0.2)
     assert not psutil_like(str(world.pins.parent)), "a process of the killed run lives on"
     if swept:
-        assert not psutil_like("docker-registry serve"), "the demo's registry lives on"
+        assert demo_registries() == [], "the demo's registry lives on"
         secrets = world.pins.parent / ".build" / "secrets"
         assert not secrets.is_dir() or list(secrets.iterdir()) == []
 

@@ -1,6 +1,6 @@
 """The graph as a user of `docker buildx bake` would write it: the peer to beat.
 
-One target per stage, all in the monolith's Dockerfile (rocmgraph/build/dockerfiles.py),
+One target per stage, all in the monolith's Dockerfile (rocmgraph/building/dockerfiles.py),
 each target's ``contexts`` naming its parents' targets; bake builds them in one session,
 and each target's image is exported, as the graph exports a stage's. On fresh runners
 each target reads and writes a registry cache in mode=max where the engine can export one

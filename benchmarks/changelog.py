@@ -5,7 +5,7 @@ package version, an ENV value, a patch edit, an arch switch (gfx942 -> gfx950), 
 on top of the one before. Four ways to build the same pins:
 
 - graph: `doit -n 2 build:image` on the demo's pins, content keys and stage images;
-- monolith: the graph rendered as one multi-stage Dockerfile (rocmgraph/build/dockerfiles.py),
+- monolith: the graph rendered as one multi-stage Dockerfile (rocmgraph/building/dockerfiles.py),
   plain `docker build` and BuildKit's layer cache, from the same pre-fetched context;
 - squashed: the same file rendered as the graph renders its solves (slim squashed, prune's
   and the source stages' images their /kept or /dist alone), so it makes the graph's image
@@ -64,8 +64,8 @@ import linear
 import usershell
 
 import stages
-from rocmgraph.build import compilecache, dockerfiles, progress, records
-from rocmgraph.build.execute import private_files, secret_texts
+from rocmgraph.building import compilecache, dockerfiles, progress, records
+from rocmgraph.building.execute import private_files, secret_texts
 from rocmgraph.common.engine import BuildJob, EngineFacts, ImageStore
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config import pins as pins_module

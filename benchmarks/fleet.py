@@ -9,7 +9,7 @@ reaching Debian's docker-registry on 127.0.0.1. Two rows each way:
 
 - graph: A runs `doit build:image cache=<registry>` (it pushes every stage); B runs the
   same command. Stages built: its `built <stage> ...` lines.
-- monolith: A builds the graph as one Dockerfile (rocmgraph/build/dockerfiles.py) with
+- monolith: A builds the graph as one Dockerfile (rocmgraph/building/dockerfiles.py) with
   `BUILDKIT_INLINE_CACHE=1` and pushes the final image; B builds the same file with
   `--cache-from` that image. That cache holds the final stage's layers only (mode=min):
   stages built are the stages with a step BuildKit ran.
@@ -35,8 +35,8 @@ from pathlib import Path
 from changelog import executed_stages
 
 import stages
-from rocmgraph.build import dockerfiles, progress
-from rocmgraph.build.execute import private_files, secret_texts
+from rocmgraph.building import dockerfiles, progress
+from rocmgraph.building.execute import private_files, secret_texts
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config import pinsedit
 from rocmgraph.config.pins import load

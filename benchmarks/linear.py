@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rocmgraph.build.dockerfiles import HEADER, stage_texts
+from rocmgraph.building.dockerfiles import HEADER, stage_texts
 from rocmgraph.graph.invocation import Run
 
 # verl's Dockerfile.rocm (tests/fixtures/upstream/, at c791da0bf): FROM rocm/primus (which

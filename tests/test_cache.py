@@ -10,8 +10,8 @@ from conftest import PINS
 from servers import closed_url
 
 import stages
-from rocmgraph.build import execute
-from rocmgraph.build.session import Session
+from rocmgraph.building import execute
+from rocmgraph.building.session import Session
 from rocmgraph.common.errors import CacheError
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run

@@ -9,8 +9,8 @@ import pytest
 from conftest import ROOT
 
 import stages
-from rocmgraph.build.execute import secret_texts
-from rocmgraph.build.session import Session
+from rocmgraph.building.execute import secret_texts
+from rocmgraph.building.session import Session
 from rocmgraph.commands import imageaudit
 from rocmgraph.commands.imageaudit import Package
 from rocmgraph.common.errors import LockError
@@ -322,7 +322,7 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As a build's: begun before the tag, so the plan still prices the stage from it."""
-    from rocmgraph.build import execute, records
+    from rocmgraph.building import execute, records
     from rocmgraph.commands import lock
     from rocmgraph.fetch.world import Outside
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocmgraph.build.compilecache import Stats, from_log
+from rocmgraph.building.compilecache import Stats, from_log
 
 # What ccache 4.7's --show-stats printed in the demo's vLLM build, as the log holds it.
 SHOWN = """\

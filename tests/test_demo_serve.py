@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, STARTED_AT, need
 
-from rocmgraph.build import turns
+from rocmgraph.building import turns
 from rocmgraph.common.errors import EngineError, GraphToolError
 from rocmgraph.demo.serve import Files, Registry
 from rocmgraph.outside import ports
@@ -51,7 +51,7 @@ def test_the_listener_of_a_port_is_named(held: int) -> None:
 SERVES = """
 import sys, time
 from pathlib import Path
-from rocmgraph.build import turns
+from rocmgraph.building import turns
 from rocmgraph.demo.serve import Files
 folder, port, www = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 holder = turns.Holder.me("gfx942", "serves the demo from /checkouts/a/.build/demo")

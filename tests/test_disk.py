@@ -16,7 +16,7 @@ from conftest import PINS, ROOT, filled
 from servers import LoopbackServer, Route, make_repo, serve_bare
 from world import World, locked_run, prepare
 
-from rocmgraph.build import records
+from rocmgraph.building import records
 from rocmgraph.cli.reporter import UserFailure, guarded
 from rocmgraph.common.errors import DiskError
 from rocmgraph.common.layout import CACHE_ENV

@@ -10,7 +10,7 @@ from conftest import ROOT, run_doit
 from test_layers import FOLDERS
 
 import stages
-from rocmgraph.build import dockerfiles
+from rocmgraph.building import dockerfiles
 from rocmgraph.cli.variables import Variables
 from rocmgraph.commands import docs
 from rocmgraph.graph.invocation import Options, Run
@@ -66,7 +66,7 @@ def test_the_layout_names_every_floor_and_module() -> None:
         named = set(re.findall(r"`(\w+)`", cell))
         modules = {p.stem for p in (ROOT / "rocmgraph" / floor).glob("*.py")} - {"__init__"}
         assert named == modules, floor
-    wheels = {p.stem for p in (ROOT / "wheels").glob("*.py")} - {"__init__"}
+    wheels = {p.stem for p in (ROOT / "wheelfiles").glob("*.py")} - {"__init__"}
     assert wheels <= set(re.findall(r"`(\w+)`", text))
     for name in re.findall(r"`([\w./-]*/[\w./-]*|[\w./-]+\.(?:py|toml))`", text):
         places = (ROOT / name, ROOT / "rocmgraph" / name)  # a floor is named as common/

@@ -11,9 +11,9 @@ from test_wheels import flip_in_place
 from world import World, locked_run
 
 import stages
-from rocmgraph.build import execute
-from rocmgraph.build.failure import Mismatch, hash_mismatches
-from rocmgraph.build.session import Session
+from rocmgraph.building import execute
+from rocmgraph.building.failure import Mismatch, hash_mismatches
+from rocmgraph.building.session import Session
 from rocmgraph.common.engine import BuildJob
 from rocmgraph.common.errors import BuildFailed
 from rocmgraph.common.fsutil import sha256_file

@@ -142,7 +142,7 @@ def test_the_files_are_the_trees_the_keys_read_and_the_files_the_pins_name() -> 
         str(path.relative_to(ROOT)) for path in keycache._files(GRAPH, REAL) if ROOT in path.parents
     }
     assert {"rocmgraph/graph/keys.py", "rocmgraph/graph/recipe.py", "stages/vllm.py",
-            "wheels/names.py", "docker/source-wheel.Dockerfile.j2",
+            "wheelfiles/names.py", "docker/source-wheel.Dockerfile.j2",
             "rocmgraph/inimage/prune.py"} <= files  # fmt: skip
     patches = {name for source in REAL.sources.values() for name in source.patches}
     assert patches

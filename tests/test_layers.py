@@ -38,11 +38,11 @@ FOLDERS: dict[str, set[str]] = {
     "outside": {"common", "config", "inimage"},
     "fetch": {"common", "config", "outside"},
     "trees": {"common", "config", "dockerfile", "graph", "outside", "fetch"},
-    "build": {"common", "config", "graph", "outside", "fetch", "trees"},
-    "commands": {"common", "config", "dockerfile", "graph", "outside", "fetch", "trees", "build",
+    "building": {"common", "config", "graph", "outside", "fetch", "trees"},
+    "commands": {"common", "config", "dockerfile", "graph", "outside", "fetch", "trees", "building",
                  "inimage"},  # verify makes the SBOM the image should hold, as the image does
-    "demo": {"common", "config", "graph", "outside", "fetch", "trees", "build", "commands"},
-    "cli": {"common", "config", "dockerfile", "graph", "outside", "fetch", "trees", "build",
+    "demo": {"common", "config", "graph", "outside", "fetch", "trees", "building", "commands"},
+    "cli": {"common", "config", "dockerfile", "graph", "outside", "fetch", "trees", "building",
             "commands", "demo"},
 }  # fmt: skip
 # The floors that reach nothing beyond this process.
@@ -65,7 +65,7 @@ WRITERS = {
     "rocmgraph.graph.keycache": "the key cache under .build/",
     "rocmgraph.graph.recipe": "the compiled templates' cache under .build/",
 }
-PROJECT = ("rocmgraph", "wheels", "stages")
+PROJECT = ("rocmgraph", "wheelfiles", "stages")
 
 
 def module_name(path: Path) -> str:
@@ -146,7 +146,7 @@ def violations(name: str, source: str) -> list[str]:
     found, said = imports(name, source), []
     for used in sorted(project(found)):
         other = folder(used)
-        if used.startswith(("wheels", "stages")) or other in {where, None}:
+        if used.startswith(("wheelfiles", "stages")) or other in {where, None}:
             if used.startswith("stages"):
                 said.append(
                     f"{name} imports {used}: only dodo.py puts stages and rocmgraph together"
@@ -244,10 +244,10 @@ def test_each_module_keeps_to_its_floor(name: str) -> None:
 PLANTED = [
     ("from rocmgraph.outside import proc",
      "imports rocmgraph.outside.proc: graph/ may not import outside/"),
-    ("from rocmgraph.build import execute",
-     "imports rocmgraph.build.execute: graph/ may not import build/"),
-    ("from ..build import execute",
-     "imports rocmgraph.build.execute: graph/ may not import build/"),
+    ("from rocmgraph.building import execute",
+     "imports rocmgraph.building.execute: graph/ may not import building/"),
+    ("from ..building import execute",
+     "imports rocmgraph.building.execute: graph/ may not import building/"),
     ("import stages", "imports stages: only dodo.py puts stages and rocmgraph together"),
     ("import subprocess", "reaches beyond its process: subprocess"),
     ("from urllib import request", "reaches beyond its process: urllib.request"),
@@ -301,8 +301,8 @@ def test_a_planted_cycle_is_found() -> None:
 
 
 def test_wheels_knows_nothing_of_this_project() -> None:
-    for name in (n for n in MODULES if n.startswith("wheels")):
-        assert project(imports(name)) <= {n for n in MODULES if n.startswith("wheels")}, name
+    for name in (n for n in MODULES if n.startswith("wheelfiles")):
+        assert project(imports(name)) <= {n for n in MODULES if n.startswith("wheelfiles")}, name
 
 
 def test_stages_declare_with_the_graph_alone_and_nothing_imports_stages() -> None:
@@ -316,7 +316,7 @@ def test_stages_declare_with_the_graph_alone_and_nothing_imports_stages() -> Non
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("rocmgraph.inimage")))
 def test_scripts_that_run_in_the_image_use_the_standard_library_only(name: str) -> None:
-    # but sbom.py, whose step has the SBOM library mounted (rocmgraph.build.sbomfacts)
+    # but sbom.py, whose step has the SBOM library mounted (rocmgraph.building.sbomfacts)
     mounted = {"cyclonedx", "packageurl"} if name == "rocmgraph.inimage.sbom" else set()
     for used in imports(name):
         top = used.split(".")[0]

@@ -8,7 +8,7 @@ import linear
 import pytest
 
 import stages
-from rocmgraph.build import dockerfiles
+from rocmgraph.building import dockerfiles
 from rocmgraph.graph.invocation import Options, Run
 
 

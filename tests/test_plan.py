@@ -12,7 +12,7 @@ from conftest import PINS, edit_toml, run_doit
 
 import rocmgraph
 import stages
-from rocmgraph.build import records
+from rocmgraph.building import records
 from rocmgraph.commands.plan import Status, as_text, make_plan
 from rocmgraph.common.engine import BuildJob
 from rocmgraph.config import pins

@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 import time
 
-from rocmgraph.build.ledger import Entry, Final, Ledger, Status, step_of
-from rocmgraph.build.progress import Console, Lines, Live, built_stages, left, summary
+from rocmgraph.building.ledger import Entry, Final, Ledger, Status, step_of
+from rocmgraph.building.progress import Console, Lines, Live, built_stages, left, summary
 
 
 def test_a_buildkit_step_is_shortened_to_what_it_runs() -> None:

@@ -12,7 +12,7 @@ from world import release_history
 from rocmgraph.common.errors import FetchError
 from rocmgraph.fetch.pypi import PYPI_ENV, Unpacked, newest, unpack
 from rocmgraph.outside.http import Http
-from wheels.pypi import Release, choose
+from wheelfiles.pypi import Release, choose
 
 NAME = "megatron_core-0.18.0"
 

@@ -16,7 +16,7 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 import stages
-from rocmgraph.build import execute, sbomfacts
+from rocmgraph.building import execute, sbomfacts
 from rocmgraph.commands import imageaudit
 from rocmgraph.common import sbomlib
 from rocmgraph.common.fsutil import sha256_file

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import dead_pid
 
-from rocmgraph.build.execute import private_files
+from rocmgraph.building.execute import private_files
 
 INDEX = "https://user:s3cret@pypi.example.invalid/simple"
 

@@ -1,4 +1,4 @@
-"""SLSA provenance (rocmgraph/build/slsa.py): the demo image's in-toto Statement, held to a
+"""SLSA provenance (rocmgraph/building/slsa.py): the demo image's in-toto Statement, held to a
 JSON Schema written from the SLSA v1.1 and in-toto v1 texts, with every locked input of the
 pins by its exact digest, and a schema that refuses what those texts refuse."""
 
@@ -21,12 +21,12 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 import rocmgraph
 import stages
-from rocmgraph.build import slsa
-from rocmgraph.build.slsa import StageRun
+from rocmgraph.building import slsa
+from rocmgraph.building.slsa import StageRun
 from rocmgraph.graph import closure
 from rocmgraph.graph.closure import Closure, Fetched, LockFile
 from rocmgraph.graph.invocation import Options, Run
-from wheels import index
+from wheelfiles import index
 
 DEMO = ROOT / "demo" / "pins.toml"
 SCHEMA = json.loads(

@@ -10,9 +10,9 @@ from conftest import PINS, ROOT
 from test_plan import SetEngine
 
 import stages
-from rocmgraph.build import dockerfiles
-from rocmgraph.build.execute import _SCRATCH, _Builds, solve_recipe
-from rocmgraph.build.session import Session
+from rocmgraph.building import dockerfiles
+from rocmgraph.building.execute import _SCRATCH, _Builds, solve_recipe
+from rocmgraph.building.session import Session
 from rocmgraph.common.errors import GraphToolError
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.dag import Stage, make_graph

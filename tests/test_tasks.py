@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from test_plan import SetEngine
 
 import stages
-from rocmgraph.build import execute
-from rocmgraph.build.session import Session
+from rocmgraph.building import execute
+from rocmgraph.building.session import Session
 from rocmgraph.cli import tasks, variables
 from rocmgraph.common.errors import GraphToolError, VariableError, cut
 from rocmgraph.config import kinds
@@ -355,7 +355,7 @@ def test_a_stage_that_cannot_be_prepared_fails_alone_and_the_others_of_its_solve
 ) -> None:
     """A vLLM patch that no longer applies after a bump stops vLLM and what needs it, not
     SGLang, prune or verl beside it in the one solve."""
-    from rocmgraph.build import context
+    from rocmgraph.building import context
     from rocmgraph.common.errors import PatchError
 
     pins = tmp_path / "pins.toml"

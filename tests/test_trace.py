@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rocmgraph.build import trace
-from rocmgraph.build.ledger import Entry, Ledger, Status
-from rocmgraph.build.trace import Timeline, Transfer
+from rocmgraph.building import trace
+from rocmgraph.building.ledger import Entry, Ledger, Status
+from rocmgraph.building.trace import Timeline, Transfer
 
 
 def spans(document: dict[str, Any], cat: str) -> list[dict[str, Any]]:

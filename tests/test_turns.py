@@ -19,8 +19,8 @@ from conftest import PINS, ROOT, STARTED_AT
 from test_plan import SetEngine
 
 import stages
-from rocmgraph.build import execute, turns
-from rocmgraph.build.session import Session
+from rocmgraph.building import execute, turns
+from rocmgraph.building.session import Session
 from rocmgraph.common.engine import BuildJob
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Options, Run
@@ -30,7 +30,7 @@ VLLM = "it builds vllm 1a2b3c4d5e6f"
 HOLDS = """
 import sys, time
 from pathlib import Path
-from rocmgraph.build import turns
+from rocmgraph.building import turns
 with turns.held(Path(sys.argv[1]), turns.Holder.me("gfx942", "builds vllm 1a2b3c4d5e6f")):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -12,7 +12,7 @@ from conftest import run_doit
 from demo_e2e import E2E, copy_of_demo, docker
 
 import stages
-from rocmgraph.build.provenance import installed
+from rocmgraph.building.provenance import installed
 
 PIP_LIST = """\
 Package            Version                          Editable project location

@@ -30,7 +30,7 @@ from demo_e2e import (
 from test_slsa import VALIDATOR
 
 import stages
-from rocmgraph.build import progress, records
+from rocmgraph.building import progress, records
 from rocmgraph.common import filetree
 from rocmgraph.common.engine import ImageStore
 from rocmgraph.common.fsutil import sha256_file

@@ -18,7 +18,7 @@ from rocmgraph.common.errors import FetchError
 from rocmgraph.config.pins import Wheel
 from rocmgraph.fetch.store import Store, Stored
 from rocmgraph.outside.http import Http
-from wheels import index
+from wheelfiles import index
 
 TORCH_A = "torch-2.12.0+rocm7.14.0.lw.git1a2b3c4d-cp312-cp312-linux_x86_64.whl"
 TORCH_B = "torch-2.12.0+rocm7.14.0.lw.git5e6f7a8b-cp312-cp312-linux_x86_64.whl"

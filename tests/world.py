@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from servers import LoopbackServer, Route, closed_url, commit, git, make_repo
 
 import stages
-from rocmgraph.build import context
+from rocmgraph.building import context
 from rocmgraph.config import pins
 from rocmgraph.config.pins import PinPath
 from rocmgraph.demo import patchimages

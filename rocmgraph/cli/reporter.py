@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from doit.exceptions import TaskError, TaskFailed
 from doit.reporter import ConsoleReporter
 
-from rocmgraph.build.session import Session
+from rocmgraph.building.session import Session
 from rocmgraph.common import disk
 from rocmgraph.common.errors import GraphToolError, Unchecked, UsageError
 
@@ -62,7 +62,7 @@ class Reporter(ConsoleReporter):  # type: ignore[misc]
 
     def execute_task(self, task: Any) -> None:
         # Tasks that print a report (plan, render) keep stdout for it alone; builds have
-        # the console (rocmgraph.build.progress).
+        # the console (rocmgraph.building.progress).
         if not (task.meta or {}).get("quiet"):
             super().execute_task(task)
 

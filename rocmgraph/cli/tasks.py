@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 # The report commands (audit, bump, compare, dockerfile_audit, docs, estimate, graphview,
 # lock, patch_status, plan; graphviz) are imported by the action that runs them: doit imports
 # this module on every invocation, and a no-op build should not pay for what it never runs.
-from rocmgraph.build import execute, progress
-from rocmgraph.build.ledger import Entry, Final, Status
-from rocmgraph.build.session import Session
+from rocmgraph.building import execute, progress
+from rocmgraph.building.ledger import Entry, Final, Status
+from rocmgraph.building.session import Session
 from rocmgraph.cli import doitdb
 from rocmgraph.cli.reporter import Reporter, guarded
 from rocmgraph.cli.variables import (

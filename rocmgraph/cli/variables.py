@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import doit
 
-from rocmgraph.build import progress
+from rocmgraph.building import progress
 from rocmgraph.common.errors import VariableError, cut, shown
 from rocmgraph.common.spelling import closest
 from rocmgraph.config import kinds

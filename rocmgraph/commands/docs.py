@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocmgraph.build import dockerfiles
+from rocmgraph.building import dockerfiles
 from rocmgraph.commands import compare
 from rocmgraph.common.fsutil import atomic_write_text
 from rocmgraph.common.layout import ROOT

@@ -20,7 +20,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name as normal
 
-from rocmgraph.build.provenance import installed
+from rocmgraph.building.provenance import installed
 from rocmgraph.common.errors import GraphToolError, LockError, VerifyError
 from rocmgraph.config.pins import Pins
 from rocmgraph.fetch.world import Outside

@@ -19,8 +19,8 @@ from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocmgraph.build import execute, records, turns
-from rocmgraph.build.session import Session
+from rocmgraph.building import execute, records, turns
+from rocmgraph.building.session import Session
 from rocmgraph.common import failpoints
 from rocmgraph.common.errors import Answer, FetchError, GraphToolError, LockError
 from rocmgraph.config.pins import GitSource, PinPath, Pins, Value, Wheel, format_path
@@ -34,7 +34,7 @@ from rocmgraph.graph import keys as keys_
 from rocmgraph.graph.invocation import Run, check_locked
 from rocmgraph.outside import registry
 from rocmgraph.outside.http import Http
-from wheels import index
+from wheelfiles import index
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 
-from rocmgraph.build import records
+from rocmgraph.building import records
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import EngineError, Unchecked
 from rocmgraph.config.pins import Missing, format_path, is_under

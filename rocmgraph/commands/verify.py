@@ -36,9 +36,9 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from rocmgraph.build import execute, sbomfacts
-from rocmgraph.build.provenance import installed
-from rocmgraph.build.session import Session
+from rocmgraph.building import execute, sbomfacts
+from rocmgraph.building.provenance import installed
+from rocmgraph.building.session import Session
 from rocmgraph.common import filetree
 from rocmgraph.common.errors import GraphToolError, Unchecked, VerifyError
 from rocmgraph.fetch.world import Outside

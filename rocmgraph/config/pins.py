@@ -36,7 +36,7 @@ from rocmgraph.common.errors import PinsError, cut, shown
 from rocmgraph.common.spelling import suggest
 from rocmgraph.config import kinds
 from rocmgraph.config.kinds import Kind
-from wheels.names import PLATFORMS, Misfit, WheelName, interpreter
+from wheelfiles.names import PLATFORMS, Misfit, WheelName, interpreter
 
 PinPath = tuple[str, ...]
 Scalar = str | int | bool

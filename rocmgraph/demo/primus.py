@@ -32,7 +32,7 @@ from rocmgraph.outside.docker import DockerEngine
 SDK_VERSION = "7.14.0"  # TheRock's rocm-sdk packages, as rocm/primus v26.4 has them
 BUILT_FOR = "gfx942;gfx950"  # the archs primus built its Flash Attention, TE and aiter for
 LOCAL = "verl-demo/primus"
-PREBUILT = ("flash_attention", "transformer_engine")  # installed from wheels it built itself
+PREBUILT = ("flash_attention", "transformer_engine")  # installed from wheelfiles it built itself
 KIB = 1024
 # What rocm/primus's own builds leave behind (path -> size); the source trees come besides.
 LEFTOVERS = {

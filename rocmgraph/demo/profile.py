@@ -124,7 +124,7 @@ class Demo:
         from here to ``stop`` against another run's start (``arch`` and ``wait``: what it
         is told, and how long this one waits for it)."""
         # startup: only when the demo serves
-        from rocmgraph.build import turns
+        from rocmgraph.building import turns
 
         # First of all: another run's builds read the fixtures and use the servers. Runs
         # of other checkouts share only the ports (the pins name them), each taken in this

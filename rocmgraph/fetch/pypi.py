@@ -25,8 +25,8 @@ from packaging.utils import canonicalize_name
 from rocmgraph.common.errors import FetchError, HashMismatch
 from rocmgraph.fetch.store import Store
 from rocmgraph.outside.http import Http
-from wheels import pypi
-from wheels.pypi import Release
+from wheelfiles import pypi
+from wheelfiles.pypi import Release
 
 PYPI_ENV = "VERL_GRAPH_PYPI"  # a PyPI JSON API mirror, e.g. http://127.0.0.1:8080/pypi
 

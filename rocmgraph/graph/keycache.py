@@ -48,7 +48,7 @@ from rocmgraph.graph.dag import Graph
 FORMAT = 1  # bump when what a fingerprint covers changes
 # The repository's folders the keys are made from: the code that renders and keys (rocmgraph,
 # wheels), the stages, the templates and patches. Files the pins name elsewhere are added.
-TREES = ("rocmgraph", "stages", "wheels", "docker")
+TREES = ("rocmgraph", "stages", "wheelfiles", "docker")
 # Beside the repository's, the template engine's own files: an upgrade may render otherwise.
 LIBRARIES = ("jinja2", "markupsafe")
 SETTLED = 2.0  # seconds since a file's last change after which its status can be trusted

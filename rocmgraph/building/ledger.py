@@ -1,7 +1,7 @@
 """What becomes of each stage in this run, in one place: the console's views (rocmgraph.
 progress), the run's last words and ``.build/run.json`` all read it.
 
-One run has one ledger, on its session (rocmgraph.build.session); threads building
+One run has one ledger, on its session (rocmgraph.building.session); threads building
 stages at once (``doit -n N``) write to it under a lock, and whoever watches it hears of
 each change after the lock is let go.
 """

@@ -8,7 +8,7 @@
 - ``progress=plain`` streams every stage's BuildKit output as well, each line tagged
   ``[stage]``; ``progress=quiet`` prints only the summary and the errors.
 
-Every view reads the ledger (rocmgraph.build.ledger); the full output of each build is in
+Every view reads the ledger (rocmgraph.building.ledger); the full output of each build is in
 its log either way. At the end, a table of the stages and the image, or for a run
 that had nothing to do one line: ``nothing to build: verl-rocm:gfx942 is <key>``.
 """
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from rocmgraph.build.ledger import Entry, Ledger, Status, step_of
+from rocmgraph.building.ledger import Entry, Ledger, Status, step_of
 from rocmgraph.graph.estimate import critical_path, duration
 
 MODES = ("auto", "plain", "quiet")

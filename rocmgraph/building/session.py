@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocmgraph.build import trace
-from rocmgraph.build.ledger import Ledger
-from rocmgraph.build.progress import Console
+from rocmgraph.building import trace
+from rocmgraph.building.ledger import Ledger
+from rocmgraph.building.progress import Console
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor

@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from rocmgraph.build import provenance, sbomfacts
+from rocmgraph.building import provenance, sbomfacts
 from rocmgraph.common import disk
 from rocmgraph.common.engine import Engine
 from rocmgraph.common.errors import FetchError, GraphToolError, LockError
@@ -41,7 +41,7 @@ from rocmgraph.graph.dag import Fetch
 from rocmgraph.graph.invocation import Run
 from rocmgraph.graph.recipe import render
 from rocmgraph.trees import patches, preflight
-from wheels import index
+from wheelfiles import index
 
 
 def prepare(run: Run, engine: Engine, outside: Outside, name: str, dest: Path) -> Path:

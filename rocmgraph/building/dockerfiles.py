@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from rocmgraph.build import context
+from rocmgraph.building import context
 from rocmgraph.common.engine import Engine
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run

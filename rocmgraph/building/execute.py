@@ -24,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import cast
 
-from rocmgraph.build import compilecache, failure, records, trace, turns
-from rocmgraph.build.ledger import Entry, Status
-from rocmgraph.build.session import Session
+from rocmgraph.building import compilecache, failure, records, trace, turns
+from rocmgraph.building.ledger import Entry, Status
+from rocmgraph.building.session import Session
 from rocmgraph.common import disk, failpoints
 from rocmgraph.common.engine import BuildJob, Engine
 from rocmgraph.common.errors import BuildFailed, CacheError, EngineError, GraphToolError
@@ -421,7 +421,7 @@ class _Builds:
         stages it could not prepare with why (a parent that cannot be pulled, a fetch, a
         patch): the others build."""
         # startup: fetching and patching only for a stage that builds
-        from rocmgraph.build import context
+        from rocmgraph.building import context
 
         run, engine = self.run, self.engine
         images: dict[str, str] = {}
@@ -530,7 +530,7 @@ def solve_recipe(
     """The Dockerfile of one solve of ``wave`` (a parent built before enters as its image,
     ``images``), and which stage each of its BuildKit stages is of."""
     # startup: rendering a solve is for a build that has stages to build
-    from rocmgraph.build import dockerfiles
+    from rocmgraph.building import dockerfiles
 
     configs = {}
     for name in wave:
@@ -755,7 +755,7 @@ def rebuild(
     prints a report of each install (what `doit lock closures=1` reads); the build's output
     lines are returned."""
     # startup: fetching and patching only for a stage that builds
-    from rocmgraph.build import context
+    from rocmgraph.building import context
 
     images = {}
     for parent in run.graph[name].parents:
@@ -849,7 +849,7 @@ def keep_provenance(
     (.build/provenance.intoto.json): every locked input, the stage keys, and the stages
     this run built, with their builders and times."""
     # startup: provenance only for a run that tags an image
-    from rocmgraph.build import slsa
+    from rocmgraph.building import slsa
     from rocmgraph.common.fsutil import sha256_file
 
     now, clock = datetime.now(UTC), time.monotonic()

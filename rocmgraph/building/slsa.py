@@ -28,7 +28,7 @@ from rocmgraph.common.fsutil import atomic_write_text
 from rocmgraph.config.pins import PinPath, Wheel, format_path
 from rocmgraph.graph.invocation import Run
 from rocmgraph.graph.keys import Json
-from wheels import index
+from wheelfiles import index
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"

@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from rocmgraph.build.ledger import Entry, Ledger, Status, step_of
+from rocmgraph.building.ledger import Entry, Ledger, Status, step_of
 from rocmgraph.common.fsutil import atomic_write_text
 from rocmgraph.graph.estimate import critical_path
 

@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from wheels.names import WheelName, interpreter, version_fits
+from wheelfiles.names import WheelName, interpreter, version_fits
 
 
 class _Links(HTMLParser):

@@ -70,6 +70,14 @@ def _cache(image: str, store: ImageStore) -> dict[str, object]:
     return {"cache_from": [f"type=registry,ref={image}"], "cache_to": ["type=inline"]}
 
 
+def build_output(store: ImageStore) -> list[str]:
+    """Where `docker buildx build` puts a monolith's image: into the engine, compressed as
+    the graph compresses (zstd on the containerd store)."""
+    if store is ImageStore.CONTAINERD:
+        return ["--output", "type=image,compression=zstd,compression-level=1"]
+    return ["--load"]
+
+
 def output(store: ImageStore, fresh: bool = False) -> list[str]:
     """Where bake puts each target's image: into the engine, as the graph does (zstd on the
     containerd store, as the graph compresses); on a fresh runner of the classic store,

@@ -757,7 +757,7 @@ def inline_cache_build(
             arg for name, path in files.items() for arg in ("--secret", f"id={name},src={path}")
         ]
         result = docker_build(
-            [DOCKER, "buildx", "build", *bake.output(store_of(env)), "--progress=plain",
+            [DOCKER, "buildx", "build", *bake.build_output(store_of(env)), "--progress=plain",
              "--network=host",
              "--tag", ref, *secrets, *(cached if ref in pushed or registry else cached[:2]),
              str(context)], env,

@@ -352,6 +352,9 @@ def test_the_main_job_builds_the_demo_in_one_command(tmp_path: Path, store: Imag
         where = (f"profile={world.profile}", f"pins={world.pins}", "arch=gfx942")
         audited = run_doit("audit", *where, "image=verl-onecmd:gfx942")  # every package traced
         assert audited.returncode == 0, audited.stdout + audited.stderr
+        rebuilt = run_doit("verify", *where, "stage=manifest")  # the same files, either store
+        assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+        assert rebuilt.stdout.splitlines()[-1].startswith("manifest: identical (")
         the_image_carries_an_sbom_of_what_it_holds(world, tmp_path)
         its_provenance_names_every_locked_input(world, tmp_path)
         the_trace_of_the_build_agrees_with_the_plan(world, tmp_path / ".build" / "trace.json")

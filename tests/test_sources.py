@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from conftest import PINS, edit_toml
 from servers import (
+    GitHttpServer,
     LoopbackServer,
     closed_url,
     commit,
@@ -149,6 +151,44 @@ def test_an_unreachable_upstream_is_one_line_that_names_the_url(tmp_path: Path) 
     assert str(caught.value) == (
         f"source vllm: cannot fetch {closed}/vllm.git (connection refused); check the network, "
         "or set a mirror ([sources.vllm].mirror, [mirrors], or $VERL_GRAPH_MIRRORS)"
+    )
+    assert not (tmp_path / "cache" / "git").exists()
+
+
+@contextmanager
+def damaged_copy(tmp_path: Path, repo: Path, transport: str) -> Iterator[tuple[str, str]]:
+    """A bare copy of ``repo`` whose blob of setup.py at HEAD is deleted, served over
+    ``transport``: yields its URL and the deleted blob's id."""
+    www = tmp_path / "www"
+    www.mkdir()
+    bare = serve_bare(repo, www, "vllm.git")
+    blob = git(bare, "rev-parse", "HEAD:setup.py")
+    (bare / "objects" / blob[:2] / blob[2:]).unlink()  # a clone keeps loose objects
+    if transport == "file":
+        yield f"file://{bare}", blob
+    elif transport == "dumb":
+        with LoopbackServer(www) as server:
+            yield f"{server.url}/vllm.git", blob
+    else:
+        with GitHttpServer(www) as smart:
+            yield f"{smart.url}/vllm.git", blob
+
+
+@pytest.mark.parametrize("transport", ["file", "dumb", "smart"])
+def test_a_copy_with_a_missing_object_is_named_damaged_not_the_network(
+    tmp_path: Path, upstream: tuple[Path, str], transport: str
+) -> None:
+    # Fetching again from the same copy fails the same way: the network is not the fault.
+    repo, _ = upstream
+    head = git(repo, "rev-parse", "HEAD")
+    with (
+        damaged_copy(tmp_path, repo, transport) as (url, blob),
+        pytest.raises(FetchError) as caught,
+    ):
+        SourceCache(tmp_path / "cache").tree("vllm", source(head, url))
+    assert str(caught.value) == (
+        f"source vllm: the repository {url} is damaged: git cannot read object {blob}; fetch "
+        "that copy again, or point [sources.vllm].mirror at a whole copy"
     )
     assert not (tmp_path / "cache" / "git").exists()
 

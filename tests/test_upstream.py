@@ -74,6 +74,24 @@ def test_a_later_history_fetch_that_fails_leaves_the_repository_as_it_was(
     assert moved.between(first, newer) == [Commit(newer, moved.commit(newer).date, "more work")]
 
 
+def test_a_history_from_a_copy_with_a_missing_object_is_named_damaged(tmp_path: Path) -> None:
+    repo = tmp_path / "up"
+    make_repo(repo, {"setup.py": "# v1\n"})
+    www = tmp_path / "www"
+    www.mkdir()
+    git(www, "clone", "--quiet", "--bare", str(repo), str(www / "up.git"))
+    blob = git(www / "up.git", "rev-parse", "HEAD:setup.py")
+    (www / "up.git" / "objects" / blob[:2] / blob[2:]).unlink()
+    with GitHttpServer(www) as smart:
+        url = f"{smart.url}/up.git"
+        with pytest.raises(FetchError) as caught:
+            history(tmp_path, url).fetch()
+    assert str(caught.value) == (
+        f"source up: the repository {url} is damaged: git cannot read object {blob}; fetch "
+        "that copy again, or point [sources.up].mirror at a whole copy"
+    )
+
+
 def test_a_later_fetch_brings_only_what_is_new_and_prunes_what_upstream_dropped(
     tmp_path: Path,
 ) -> None:

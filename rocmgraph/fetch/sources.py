@@ -98,8 +98,26 @@ class Origin:
     submodule: str = ""  # the submodule's path in the source's tree, for a submodule
 
     def failed(self, exc: CommandFailed, verb: str = "fetch") -> FetchError:
-        """Why git could not fetch: the network (a full disk is the git seam's DiskError)."""
+        """Why git could not fetch: a damaged repository there, else the network (a full
+        disk is the git seam's DiskError)."""
+        lost = unreadable(exc)
+        if lost is not None:
+            return self.damaged(lost)
         return self.unreachable(git_reason(exc), verb)
+
+    def damaged(self, lost: str) -> FetchError:
+        """The repository at ``url`` lacks objects (``lost``, as ``unreadable`` words them):
+        no network fault, so fetching again from the same copy gives the same error."""
+        inside = f"submodule {self.submodule}: " if self.submodule else ""
+        where = (
+            f"a mirror ([mirrors] or ${MIRRORS_ENV})"
+            if self.submodule
+            else f"[sources.{self.source}].mirror"
+        )
+        return FetchError(
+            f"source {self.source}: {inside}the repository {self.url} is damaged: git cannot "
+            f"read {lost}; fetch that copy again, or point {where} at a whole copy"
+        )
 
     def unreachable(self, reason: str, verb: str = "fetch") -> FetchError:
         if self.submodule:
@@ -448,13 +466,50 @@ _REASONS = (  # git's words (which carry timings and ports) -> a stable reason
 )  # fmt: skip
 
 
+# git's words for an object the repository it reads should hold and does not (git 2.39):
+# upload-pack's "unable to read <id>" and "bad tree object <id>" (a local, file:// or smart
+# HTTP copy), a checkout's "unable to read sha1 file of <path> (<id>)", fsck's "missing
+# blob <id>", rev-list's "Could not read <id>".
+_OBJECT_ID = r"\(?([0-9a-f]{40}(?:[0-9a-f]{24})?)\b"
+_UNREADABLE = re.compile(
+    r"(?:unable to read(?: sha1 file of .*?)?|bad (?:\w+ )?object|missing \w+|Could not read) "
+    + _OBJECT_ID
+)
+# ... and the ones that name no object.
+_DAMAGED = ("possible repository corruption", "did not send all necessary objects")
+# Dumb HTTP says "Unable to find <id> under <url>" for an object missing there, and for
+# one in a pack whose transfer was cut: damage only when the transfer itself went well.
+_NOT_UNDER = re.compile(r"Unable to find " + _OBJECT_ID)
+
+
+def unreadable(exc: CommandFailed) -> str | None:
+    """What a failed git command could not read from a damaged repository ("object <id>",
+    or "some of its objects" where git names none); None for any other failure. Checked
+    before ``git_reason``: a server that dies on a missing object also drops the transfer."""
+    found = _UNREADABLE.search(exc.stderr)
+    if found is None and _network(exc.stderr) is None:
+        found = _NOT_UNDER.search(exc.stderr)
+    if found:
+        return f"object {found[1]}"
+    if any(needle in exc.stderr for needle in _DAMAGED):
+        return "some of its objects"
+    return None
+
+
 def git_reason(exc: CommandFailed) -> str:
     """A stable reason for a failed git command (git's own words carry timings and ports)."""
-    for needles, reason in _REASONS:
-        if any(needle in exc.stderr for needle in needles):
-            return reason
+    reason = _network(exc.stderr)
+    if reason is not None:
+        return reason
     lines = [line.strip() for line in exc.stderr.splitlines() if line.strip()]
     return lines[-1].removeprefix("fatal: ") if lines else f"exit code {exc.returncode}"
+
+
+def _network(stderr: str) -> str | None:
+    for needles, reason in _REASONS:
+        if any(needle in stderr for needle in needles):
+            return reason
+    return None
 
 
 def _intact(name: str, tree: Path, commit: str) -> bool:

@@ -23,7 +23,7 @@ from rocmgraph.common import disk
 from rocmgraph.common.errors import FetchError
 from rocmgraph.common.fsutil import build_dir, exclusive, owned
 from rocmgraph.config.pins import GitSource, repository
-from rocmgraph.fetch.sources import SourceCache, git_reason, tree_id
+from rocmgraph.fetch.sources import Origin, SourceCache, git_reason, tree_id, unreadable
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
 
@@ -100,6 +100,9 @@ class History:
             git("fetch", "--quiet", "--force", "--prune", "--prune-tags", url, *_REFSPECS,
                 cwd=work, timeout=self.timeout)  # fmt: skip
         except CommandFailed as exc:
+            lost = unreadable(exc)
+            if lost is not None:
+                raise Origin(self.name, url, "").damaged(lost) from None
             raise FetchError(
                 f"source {self.name}: cannot fetch {url} ({git_reason(exc)})"
             ) from None

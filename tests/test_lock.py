@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 import threading
 from pathlib import Path
 
@@ -180,6 +181,37 @@ def test_the_real_profile_with_nothing_provided_asks_for_its_wheels(tmp_path: Pa
             "[wheels.torchaudio].version, [wheels.torchaudio].file, [wheels.torchaudio].sha256, "
             "[wheels.torchvision].version, [wheels.torchvision].file, [wheels.torchvision].sha256"
         )
+
+
+@pytest.mark.parametrize("fault", ["no such tag", "repository gone"])
+def test_a_tree_id_left_open_names_why_its_commit_could_not_be_resolved(
+    tmp_path: Path, fault: str
+) -> None:
+    """The folder's tree id is read at the commit: when the commit cannot be resolved, its
+    line says why (which source, commit, repository), not that `doit lock` records it."""
+    with make_world(tmp_path, PINS, listed=RELEASE_714) as world:
+        repo = world.repos["triton_kernels"]
+        if fault == "no such tag":  # the world made its upstream with the tag pinned then
+            tag = ["sources", "triton_kernels", "tag"]
+            world.pins.write_text(edit_toml(world.pins_text(), tag, "v9.9.9"))
+        else:
+            shutil.rmtree(repo)
+        result = run_doit("lock", f"pins={world.pins}", env=world.env)
+    assert result.returncode == 1
+    assert result.stderr == "error: 2 values could not be resolved; see above\n"
+    cause = (
+        f"[sources.triton_kernels].tag v9.9.9 does not exist in file://{repo}; fix "
+        "[sources.triton_kernels].tag, or pin a full id in [sources.triton_kernels].commit"
+        if fault == "no such tag"
+        else f"source triton_kernels: cannot list file://{repo} (no repository there); check "
+        "the network, or set a mirror ([sources.triton_kernels].mirror, [mirrors], or "
+        "$VERL_GRAPH_MIRRORS)"
+    )
+    assert [line for line in result.stdout.splitlines() if line.startswith("left open ")] == [
+        f"left open [sources.triton_kernels].commit: {cause}",
+        "left open [sources.triton_kernels].tree: not looked up, as its commit could not be "
+        f"resolved: {cause}",
+    ]
 
 
 MULTI = """\

@@ -308,7 +308,10 @@ def test_full_id_expands_a_short_id_a_tag_or_the_branch_head(
     assert cache.full_id("x", source("", mirror)) == head
     with pytest.raises(FetchError) as caught:
         cache.full_id("x", source("", mirror, tag="v9"))
-    assert str(caught.value) == f"[sources.x].tag v9 does not exist in file://{repo}"
+    assert str(caught.value) == (
+        f"[sources.x].tag v9 does not exist in file://{repo}; fix [sources.x].tag, or pin a "
+        "full id in [sources.x].commit"
+    )
 
 
 def test_a_bad_mirror_variable_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,22 +75,7 @@ def resolve(run: Run, outside: Outside) -> Result:
         if {("wheels", name, "file"), ("wheels", name, "sha256")} & asked:
             _wheel(run, outside, name, wheel, result)
     for name, source in pins.sources.items():
-        commit: str | None = source.commit
-        if ("sources", name, "commit") in asked:
-            commit = result.attempt(
-                ("sources", name, "commit"),
-                source.commit,
-                lambda name=name, source=source: sources.full_id(name, source),  # type: ignore[misc]
-            )
-        if ("sources", name, "version") in asked and commit:
-            _version(sources, name, source, commit, result)
-        if ("sources", name, "tree") in asked and commit:
-            at = dataclasses.replace(source, commit=commit)
-            result.attempt(
-                ("sources", name, "tree"),
-                "",
-                lambda name=name, at=at: sources.subtree_id(name, at),  # type: ignore[misc]
-            )
+        _source(sources, name, source, asked, result)
     if ("rocm", "key_sha256") in asked:
         key_url = pins.rocm.key_url
         result.attempt(
@@ -118,6 +103,39 @@ def resolve(run: Run, outside: Outside) -> Result:
         if item.path not in seen:  # a wheel with no version, a version a build reads from git
             result.unresolved.append(Unresolved(item.path, item.why, failed=False))
     return result
+
+
+def _source(
+    sources: SourceCache, name: str, source: GitSource, asked: Set[PinPath], result: Result
+) -> None:
+    """A source's full commit, and what is read at it: its version, its folder's tree id."""
+    commit: str | None = source.commit
+    if ("sources", name, "commit") in asked:
+        path = ("sources", name, "commit")
+        commit = result.attempt(path, source.commit, lambda: sources.full_id(name, source))
+        if commit is None:
+            _unresolved_commit(name, asked, result)
+            return
+    if ("sources", name, "version") in asked and commit:
+        _version(sources, name, source, commit, result)
+    if ("sources", name, "tree") in asked and commit:
+        at = dataclasses.replace(source, commit=commit)
+        result.attempt(("sources", name, "tree"), "", lambda: sources.subtree_id(name, at))
+
+
+def _unresolved_commit(name: str, asked: Set[PinPath], result: Result) -> None:
+    """What is read at a source's commit (its tree id, its version), when the commit itself
+    could not be resolved: its cause, not the generic "`doit lock` records it" (which is
+    what did not happen)."""
+    cause = next(u.why for u in result.unresolved if u.path == ("sources", name, "commit"))
+    for field_ in ("version", "tree"):
+        if ("sources", name, field_) in asked:
+            result.unresolved.append(
+                Unresolved(
+                    ("sources", name, field_),
+                    f"not looked up, as its commit could not be resolved: {cause}",
+                )
+            )
 
 
 def _version(

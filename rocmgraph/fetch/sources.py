@@ -315,11 +315,17 @@ class SourceCache:
         if source.tag:
             commit = refs.get(f"refs/tags/{source.tag}")
             if not commit:
-                raise FetchError(f"{where}.tag {source.tag} does not exist in {self.url(source)}")
+                raise FetchError(
+                    f"{where}.tag {source.tag} does not exist in {self.url(source)}; fix "
+                    f"{where}.tag, or pin a full id in {where}.commit"
+                )
             return commit
         commit = refs.get(f"refs/heads/{source.branch}")
         if not commit:
-            raise FetchError(f"{where}.branch {source.branch} does not exist in {self.url(source)}")
+            raise FetchError(
+                f"{where}.branch {source.branch} does not exist in {self.url(source)}; fix "
+                f"{where}.branch, or pin a full id in {where}.commit"
+            )
         return commit
 
     def _expand(self, name: str, source: GitSource) -> str:

@@ -108,7 +108,10 @@ def task_audit() -> dict[str, Any]:
 def task_compare() -> dict[str, Any]:
     variables = _variables()
     return TASKS.compare_task(
-        _options(variables), variables.text("format", "text"), variables.text("dockerfile")
+        _options(variables),
+        variables.text("format", "text"),
+        variables.text("dockerfile"),
+        variables.text("recipe"),
     )
 
 

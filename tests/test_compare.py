@@ -144,6 +144,51 @@ def test_an_explanation_nothing_needs_any_more_fails(tmp_path: Path) -> None:
     )
 
 
+def _without_path(stdout: str, path: object) -> list[str]:
+    """compare's lines with the recipe's path left out: what a copy must say as its original."""
+    return [line.removeprefix(f"{path}") for line in stdout.splitlines()]
+
+
+@pytest.mark.parametrize("named", [(), ("recipe=Dockerfile.rocm",)], ids=["content", "key"])
+def test_a_renamed_copy_is_explained_as_its_original(
+    tmp_path: Path, named: tuple[str, ...]
+) -> None:
+    original = run_doit("compare", f"dockerfile={REAL}/Dockerfile.rocm")
+    copy = tmp_path / "Dockerfile"
+    copy.write_text((FIXTURES / "Dockerfile.rocm").read_text())
+    done = run_doit("compare", f"dockerfile={copy}", *named)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = _without_path(done.stdout, copy)
+    assert lines.pop(-2) == (
+        ": explained by the entries for Dockerfile.rocm in docker/differences.toml"
+    )
+    assert lines == _without_path(original.stdout, f"{REAL}/Dockerfile.rocm")
+
+
+def test_a_copy_that_matches_no_recipe_says_how_to_name_it(tmp_path: Path) -> None:
+    copy = tmp_path / "Dockerfile"
+    text = (FIXTURES / "Dockerfile.rocm").read_text()
+    copy.write_text(text.replace("-e ./python", "./python"))  # an explanation goes stale
+    done = run_doit("compare", f"dockerfile={copy}")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: compare {copy}: 16 differences are not explained; follow the recipe, or say "
+        "why not in docker/differences.toml, which has entries for Dockerfile.rocm, "
+        "Dockerfile.rocm702 only (for a copy of one, name it: recipe=Dockerfile.rocm or "
+        "recipe=Dockerfile.rocm702)"
+    )
+
+
+def test_a_recipe_the_differences_have_no_entries_for_is_one_line(tmp_path: Path) -> None:
+    done = run_doit("compare", f"dockerfile={REAL}/Dockerfile.rocm", "recipe=Dockerfile.rcom")
+    assert done.returncode == 3
+    assert done.stderr == (
+        "error: recipe=Dockerfile.rcom: docker/differences.toml has no entries for it; name a "
+        "recipe it has entries for (recipe=Dockerfile.rocm or recipe=Dockerfile.rocm702), or "
+        "add its entries there\n"
+    )
+
+
 def test_json_has_every_row_and_the_stale_list() -> None:
     done = run_doit("compare", f"dockerfile={REAL}/Dockerfile.rocm", "format=json")
     assert done.returncode == 0, done.stderr

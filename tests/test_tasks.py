@@ -94,7 +94,7 @@ def test_build_runs_parents_first() -> None:
 KNOWN = (
     "arch, builder, builders, cache, cache_required, check, closures, commit_tag, compile_cache, "
     "dockerfile, dry, force, format, hermetic, image, jobs, locked, network, out, pins, profile, "
-    "progress, push, stage, to, trace, wait"
+    "progress, push, recipe, stage, to, trace, wait"
 )
 ARCHS = (
     "gfx900, gfx906, gfx908, gfx90a, gfx90c, gfx940, gfx941, gfx942, gfx950, gfx1010, gfx1013, "

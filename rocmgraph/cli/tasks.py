@@ -367,7 +367,7 @@ class Tasks:
         # The base image of a demo profile is in the demo's registry: served meanwhile.
         return {**task, "setup": ["demo"]} if options.profile and image else task
 
-    def compare_task(self, options: Options, fmt: str, dockerfile: str) -> Task:
+    def compare_task(self, options: Options, fmt: str, dockerfile: str, recipe: str) -> Task:
         def show() -> None:
             if not dockerfile:
                 raise VariableError(
@@ -377,7 +377,8 @@ class Tasks:
             # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import compare
 
-            comparison = compare.compare(text, dockerfile, self.run(options))
+            run = self.run(options)
+            comparison = compare.compare(text, dockerfile, run, compare.DIFFERENCES, recipe)
             shown = compare.as_json(comparison) if fmt == "json" else compare.as_text(comparison)
             print(shown)
             compare.verdict(comparison)

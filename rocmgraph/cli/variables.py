@@ -183,6 +183,10 @@ VARIABLES: dict[str, Variable] = {
     "force": Variable("1 lets a bump write despite a conflicting patch", flag),
     "dry": Variable("1 makes a bump write nothing", flag),
     "dockerfile": Variable("a plain Dockerfile: for audit to check, or compare to set beside"),
+    "recipe": Variable(
+        "the recipe whose docker/differences.toml entries explain compare's dockerfile=, "
+        "e.g. Dockerfile.rocm; default its file name, or the one whose entries match it"
+    ),
     "check": Variable("1 makes render only check that the docs are fresh", flag),
     "commit_tag": Variable("the manifest's training_docker_version (verl's GIT_COMMIT_TAG); DEV"),
     "cache": Variable(

@@ -37,7 +37,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from rocmgraph.common.engine import familiar
-from rocmgraph.common.errors import CompareError, shown
+from rocmgraph.common.errors import CompareError, VariableError, cut, shown
 from rocmgraph.common.layout import DOCKER, ROOT
 from rocmgraph.config.pins import Pins
 from rocmgraph.dockerfile import audit, pipargs, syntax
@@ -110,6 +110,8 @@ class Comparison:
     rows: tuple[Row, ...]
     stale: tuple[str, ...]  # explanations that match no difference any more
     differences: str  # the file the explanations come from
+    explained_as: str = ""  # the recipe whose entries there explain it; "" for none
+    listed: tuple[str, ...] = ()  # the recipes that file has entries for
 
     @property
     def unexplained(self) -> list[Row]:
@@ -117,20 +119,33 @@ class Comparison:
 
 
 UNEXPLAINED = (Status.DIFFERS, Status.MISSING, Status.ADDED)
+Judged = tuple[Stated, Status, str]
 
 
-def compare(text: str, recipe: str, run: Run, differences: Path = DIFFERENCES) -> Comparison:
-    """``text`` (an upstream Dockerfile named ``recipe``) beside the graph of ``run``; the
-    differences made on purpose are read from ``differences``."""
+def compare(
+    text: str, recipe: str, run: Run, differences: Path = DIFFERENCES, named: str = ""
+) -> Comparison:
+    """``text`` (an upstream Dockerfile at the path ``recipe``) beside the graph of ``run``;
+    the differences made on purpose are read from ``differences``: the entries for the
+    recipe ``named`` (recipe=), else for the file's name, else for the one recipe whose
+    entries all match the file's differences (a copy saved under another name)."""
     reading = audit.read(text, recipe, record=True)
     graph = _Graph(run)
-    explained = explanations(Path(recipe).name, differences)
-    rows = []
-    used: set[tuple[str, str]] = set()
     facts = list(_facts(reading))
     ordered = _order(reading, graph)
-    judged = [(item, *graph.judge(item)) for item in [*facts, *ordered]]
+    judged: list[Judged] = [(item, *graph.judge(item)) for item in [*facts, *ordered]]
     judged += [(item, Status.ADDED, where) for item, where in graph.added(judged)]
+    entries = read_differences(differences)
+    listed = tuple(sorted({entry.recipe for entry in entries}))
+    if named and named not in listed:
+        raise VariableError(
+            f"recipe={cut(named)}: {_relative(differences)} has no entries for it; name a "
+            f"recipe it has entries for ({_either(listed)}), or add its entries there"
+        )
+    explained_as = named or _recipe_of(Path(recipe).name, entries, judged)
+    explained = _explained(entries, explained_as)
+    rows = []
+    used: set[tuple[str, str]] = set()
     for item, status, where in judged:
         why = explained.get((item.fact, item.key), "")
         if status in UNEXPLAINED and why:
@@ -139,7 +154,37 @@ def compare(text: str, recipe: str, run: Run, differences: Path = DIFFERENCES) -
         else:
             rows.append(Row(item, status, where))
     stale = tuple(f"{fact} {key}" for (fact, key) in sorted(explained) if (fact, key) not in used)
-    return Comparison(recipe, tuple(rows), stale, _relative(differences))
+    return Comparison(recipe, tuple(rows), stale, _relative(differences), explained_as, listed)
+
+
+def _recipe_of(name: str, entries: tuple[Difference, ...], judged: list[Judged]) -> str:
+    """The recipe whose entries explain a file named ``name``: its own name when entries
+    give it; else the one whose entries all match a difference of the file and explain the
+    most of them (a renamed copy reads as its original; a fingerprint of the text would
+    lose it at upstream's first edit, which is when compare matters); else none."""
+    listed = {entry.recipe for entry in entries}
+    if name in listed:
+        return name
+    differing = {(item.fact, item.key) for item, status, _ in judged if status in UNEXPLAINED}
+    fits = sorted(
+        (len(explained), recipe)
+        for recipe in listed
+        if (explained := _explained(entries, recipe)).keys() <= differing
+    )
+    if not fits or (len(fits) > 1 and fits[-1][0] == fits[-2][0]):
+        return ""  # none fits, or two fit as well: the user names it (recipe=)
+    return fits[-1][1]
+
+
+def _explained(entries: tuple[Difference, ...], recipe: str) -> dict[tuple[str, str], str]:
+    """(fact, key) -> why, of the entries for ``recipe``."""
+    return {fact: entry.why for entry in entries if entry.recipe == recipe for fact in entry.facts}
+
+
+def _either(names: tuple[str, ...]) -> str:
+    """``recipe=a, recipe=b or recipe=c``."""
+    words = [f"recipe={name}" for name in names]
+    return f"{', '.join(words[:-1])} or {words[-1]}" if len(words) > 1 else "".join(words)
 
 
 @dataclass(frozen=True)
@@ -224,16 +269,6 @@ def read_differences(path: Path = DIFFERENCES) -> tuple[Difference, ...]:
             parsed.append((Fact(kind), key))
         found.append(Difference(recipe, tuple(parsed), " ".join(why.split())))
     return tuple(found)
-
-
-def explanations(recipe: str, path: Path = DIFFERENCES) -> dict[tuple[str, str], str]:
-    """The differences the project makes on purpose from ``recipe``: (fact, key) -> why."""
-    return {
-        fact: difference.why
-        for difference in read_differences(path)
-        if difference.recipe == recipe
-        for fact in difference.facts
-    }
 
 
 def _relative(path: Path) -> str:
@@ -930,8 +965,19 @@ def verdict(comparison: Comparison) -> None:
             parts.append(f"{len(comparison.stale)} explanations match nothing any more")
         raise CompareError(
             f"compare {comparison.recipe}: {' and '.join(parts)}; follow the recipe, or say "
-            f"why not in {comparison.differences}"
+            f"why not in {comparison.differences}{_unmatched(comparison)}"
         )
+
+
+def _unmatched(comparison: Comparison) -> str:
+    """When no entries explain the recipe though the file has some: which, and how to name
+    the one it is a copy of."""
+    if comparison.explained_as or not comparison.listed:
+        return ""
+    return (
+        f", which has entries for {', '.join(comparison.listed)} only (for a copy of one, "
+        f"name it: {_either(comparison.listed)})"
+    )
 
 
 def as_text(comparison: Comparison) -> str:
@@ -943,6 +989,11 @@ def as_text(comparison: Comparison) -> str:
         tail = f" ({row.why})" if row.why else ""
         lines.append(f"{where}: {stated.fact} {stated.key}{value}: {row.status}: {row.graph}{tail}")
     lines += [f"{comparison.differences}: stale: {item}" for item in comparison.stale]
+    if comparison.explained_as not in ("", Path(comparison.recipe).name):
+        lines.append(
+            f"{comparison.recipe}: explained by the entries for {comparison.explained_as} in "
+            f"{comparison.differences}"
+        )
     counts = {status: sum(row.status is status for row in comparison.rows) for status in Status}
     lines.append(f"{comparison.recipe}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     return "\n".join(lines)
@@ -958,6 +1009,7 @@ def as_json(comparison: Comparison) -> str:
                 for row in comparison.rows
             ],
             "stale": list(comparison.stale),
+            "explained_as": comparison.explained_as,
         },
         indent=2,
     )  # fmt: skip

@@ -35,13 +35,14 @@ def real() -> Run:
 def rows(text: str, run: Run, differences: Path) -> list[tuple[str, str, str, str]]:
     """(fact, key, value, status) of each row of the recipe's own facts (not what the graph
     adds beside them, how pip takes each package or the order: test_how_pip_takes_each_package,
+    test_upgrading_or_not_is_a_fact_of_each_package,
     test_the_install_order_...), for a recipe named Dockerfile.test."""
     comparison = compare.compare(text, "Dockerfile.test", run, differences)
     return [
         (r.stated.fact, r.stated.key, r.stated.value, r.status)
         for r in comparison.rows
         if r.status is not Status.ADDED
-        and r.stated.fact not in (Fact.DEPS, Fact.ORDER, Fact.APT_RECOMMENDS)
+        and r.stated.fact not in (Fact.DEPS, Fact.UPGRADE, Fact.ORDER, Fact.APT_RECOMMENDS)
     ]
 
 
@@ -72,12 +73,12 @@ EDITABLE_WHY = compare.read_differences()[0].why
         (
             f"{REAL}/Dockerfile.rocm",
             "pins.toml",
-            "93 same, 0 differs, 0 missing, 0 added, 17 explained",
+            "108 same, 0 differs, 0 missing, 0 added, 17 explained",
         ),
         (
             f"{REAL}/Dockerfile.rocm702",
             "pins-rocm702.toml",
-            "105 same, 0 differs, 0 missing, 0 added, 27 explained",
+            "115 same, 0 differs, 0 missing, 0 added, 36 explained",
         ),
     ],
 )
@@ -194,7 +195,7 @@ def test_json_has_every_row_and_the_stale_list() -> None:
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["stale"] == []
-    assert len(document["rows"]) == 110
+    assert len(document["rows"]) == 125
     first = document["rows"][0]
     assert first == {
         "fact": "base", "key": "image", "value": "rocm/primus:v26.4", "line": 3,
@@ -259,6 +260,50 @@ def test_a_source_pip_takes_from_git_is_taken_with_its_dependencies_or_not(
             "fzyzcjy/torch_memory_saver", "no-deps" if flag else "deps", status,
             "[sources.torch_memory_saver].install_deps = false",
         )]  # fmt: skip
+
+
+def test_upgrading_or_not_is_a_fact_of_each_package(nothing_explained: Path) -> None:
+    """-U added where the graph installs a pin as it is, or dropped where it upgrades (verl's
+    7.0.2 recipe: mbridge from git with -U): a difference either way."""
+    run = run_of("pins-rocm702.toml")
+    mbridge = "git+https://github.com/ISEEKYAN/mbridge.git@v0.15.1"
+    text = f"FROM ubuntu:22.04\nRUN pip install -U xgrammar==0.1.32 && pip install {mbridge}\n"
+    assert rows_of(Fact.UPGRADE, text, run, nothing_explained) == [
+        ("xgrammar", "-U", Status.DIFFERS, "[python.vllm] installs it without -U"),
+        ("iseekyan/mbridge", "no -U", Status.DIFFERS, "[sources.mbridge].upgrade = true"),
+    ]
+    text = f"FROM ubuntu:22.04\nRUN pip install xgrammar==0.1.32 && pip install -U {mbridge}\n"
+    assert [row[2] for row in rows_of(Fact.UPGRADE, text, run, nothing_explained)] == [
+        Status.SAME,
+        Status.SAME,
+    ]
+
+
+def test_a_recipe_that_adds_or_drops_upgrade_fails_until_explained(tmp_path: Path) -> None:
+    added = tmp_path / "Dockerfile.rocm"
+    text = (FIXTURES / "Dockerfile.rocm").read_text()
+    added.write_text(text.replace("--no-deps xgrammar==0.1.32", "--no-deps -U xgrammar==0.1.32"))
+    done = run_doit("compare", f"dockerfile={added}")
+    assert done.returncode == 1
+    assert (
+        f"{added}:47: upgrade xgrammar -U: differs: [python.vllm] installs it without -U"
+    ) in done.stdout.splitlines()
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: compare {added}: 1 differences are not explained; follow the recipe, or say "
+        "why not in docker/differences.toml"
+    )
+    dropped = tmp_path / "Dockerfile.rocm702"
+    text = (FIXTURES / "Dockerfile.rocm702").read_text()
+    dropped.write_text(
+        text.replace("pip install transformers --upgrade", "pip install transformers")
+    )
+    done = run_doit("compare", f"dockerfile={dropped}", "pins=pins-rocm702.toml")
+    assert done.returncode == 1
+    assert "docker/differences.toml: stale: upgrade transformers" in done.stdout.splitlines()
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: compare {dropped}: 1 explanations match nothing any more; follow the recipe, "
+        "or say why not in docker/differences.toml"
+    )
 
 
 VLLM_BUILD = (
@@ -516,8 +561,8 @@ def test_an_explanation_turns_a_difference_into_explained(real: Run, tmp_path: P
         ('[[difference]]\nrecipe = "D"\nfact = "deb x"\nwhy = "w"\n',
          "difference 1: fact 'deb x' is not <kind> <key> with a kind of base, source, pip, "
          "wheel, apt, apt-recommends, apt-repo, env, build, requirements, patch, link, cleanup, "
-         "prune, uninstall, submodules, deps, build-env, order, cmd, workdir; copy it from "
-         "`doit compare`'s output"),
+         "prune, uninstall, submodules, deps, upgrade, build-env, order, cmd, workdir; copy it "
+         "from `doit compare`'s output"),
     ],
 )  # fmt: skip
 def test_a_wrong_entry_is_named_with_the_fix(tmp_path: Path, text: str, message: str) -> None:

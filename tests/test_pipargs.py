@@ -39,6 +39,24 @@ def test_short_options_grouped_in_one_word_take_their_value(
 
 
 @pytest.mark.parametrize(
+    ("args", "upgrade"),
+    [
+        (["install", "-U", "x"], True),
+        (["install", "x", "--upgrade"], True),
+        (["install", "-qU", "x"], True),
+        (["install", "-Ur", "r.txt", "x"], True),
+        (["install", "-rU", "x"], False),  # -r's file is named U
+        (["install", "--upgrade-strategy", "eager", "x"], False),
+        (["install", "x"], False),
+    ],
+)
+def test_upgrade_is_read_however_it_is_spelt(args: list[str], upgrade: bool) -> None:
+    install = install_arguments(args)
+    assert install is not None
+    assert install.upgrade is upgrade
+
+
+@pytest.mark.parametrize(
     ("args", "requirement"),
     [
         (["install", "-e", "python"], "python"),

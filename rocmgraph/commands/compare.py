@@ -1,19 +1,18 @@
 """`doit compare dockerfile=<path>`: an upstream recipe beside the graph, fact by fact.
 
-The recipe is read as the audit reads it (BuildKit's grammar, RUN as shell,
-variables resolved: rocmgraph.dockerfile.audit.read). Every fact it states is
-listed: its base image, the sources it clones and the ref it checks out, the
-Python packages and wheels it installs (with their dependencies or not), how it
-builds each clone (editable, in pip's isolated environment or not, -U, the
-variables on its command line), the order of its installs (the later one wins),
-its apt packages and repositories, its runtime environment, the files it edits
-with sed (a patch of the graph must touch each), its links, its cleanup, its
-command and working folder. The graph's side of the order is read from its own
-rendered recipes, as the recipe is read. Each fact
-is set beside what the graph does (the pins and the rendered recipes): the
-same, different, or not at all. A difference the project makes on purpose is
-listed, with its reason, in docker/differences.toml; docs/following-verl.md's table
-is made from it. Any other difference fails the command: that is how a maintainer sees
+The recipe is read as the audit reads it (BuildKit's grammar, RUN as shell, variables
+resolved: rocmgraph.dockerfile.audit.read). Every fact it states is listed: its base
+image, the sources it clones and the ref it checks out, the Python packages and wheels
+it installs (with their dependencies or not, upgrading what is there with -U or not),
+how it builds each clone (editable, in pip's isolated environment or not, -U, the
+variables on its command line), the order of its installs (the later one wins), its apt
+packages and repositories, its runtime environment, the files it edits with sed (a patch
+of the graph must touch each), its links, its cleanup, its command and working folder.
+The graph's side of the order is read from its own rendered recipes, as the recipe is
+read. Each fact is set beside what the graph does (the pins and the rendered recipes):
+the same, different, or not at all. A difference the project makes on purpose is listed,
+with its reason, in docker/differences.toml; docs/following-verl.md's table is made from
+it. Any other difference fails the command: that is how a maintainer sees
 what the graph must follow when verl changes its recipe.
 """
 
@@ -72,6 +71,7 @@ class Fact(StrEnum):
     UNINSTALL = "uninstall"  # a package it removes
     SUBMODULES = "submodules"  # a clone whose submodules it checks out
     DEPS = "deps"  # a package pip installs with its dependencies, or without (--no-deps)
+    UPGRADE = "upgrade"  # a package pip installs upgrading what is there (-U), or not
     BUILD_ENV = "build-env"  # a variable a clone's build is given on its command line
     ORDER = "order"  # one install, then the next: the later one wins where both touch a package
     CMD = "cmd"
@@ -455,7 +455,7 @@ def _python_facts(ran: audit.Ran, clones: Clones) -> Iterator[Stated]:
             editable = at in install.editable
             arg = pipargs.requirement_of(args[at], editable)
             if pipargs.judge(arg, editable=editable).verdict is not pipargs.Verdict.LOCAL:
-                yield from _deps_fact(arg, "--no-deps" in args, ran.line)
+                yield from _deps_fact(arg, "--no-deps" in args, install.upgrade, ran.line)
                 continue
             place = _in_tree(arg, ran.cwd, clones)
             if ":" in place and not place.startswith("site:"):
@@ -494,15 +494,15 @@ def _env_facts(ran: audit.Ran, repo: str) -> Iterator[Stated]:
         yield Stated(Fact.BUILD_ENV, f"{repo} {name}", value, ran.line)
 
 
-def _deps_fact(requirement: str, no_deps: bool, line: int) -> Iterator[Stated]:
+def _deps_fact(requirement: str, no_deps: bool, upgrade: bool, line: int) -> Iterator[Stated]:
     """Whether pip installs a package from an index, or a source from its repository (by
-    the repository's name), with its dependencies (a wheel's URL is another fact's)."""
-    mode = "no-deps" if no_deps else "deps"
+    the repository's name), with its dependencies, and whether it upgrades (-U) what is there
+    already (a wheel's URL is another fact's)."""
     stated = _requirement(requirement, line)
-    if stated.fact is Fact.SOURCE:
-        yield Stated(Fact.DEPS, stated.key, mode, line)
-    elif stated.fact is Fact.PIP and stated.key == str(canonicalize_name(stated.key)):
-        yield Stated(Fact.DEPS, stated.key, mode, line)  # a name, not what pip could not read
+    named = stated.fact is Fact.PIP and stated.key == str(canonicalize_name(stated.key))
+    if stated.fact is Fact.SOURCE or named:  # a name, not what pip could not read
+        yield Stated(Fact.DEPS, stated.key, "no-deps" if no_deps else "deps", line)
+        yield Stated(Fact.UPGRADE, stated.key, "-U" if upgrade else "no -U", line)
 
 
 def _find_facts(ran: audit.Ran, clones: Clones) -> Iterator[Stated]:
@@ -589,6 +589,7 @@ class _Graph:
             Fact.WORKDIR: self._workdir, Fact.BUILD: self._build, Fact.PRUNE: self._prune,
             Fact.REQUIREMENTS: self._requirements, Fact.SUBMODULES: self._submodules,
             Fact.DEPS: self._deps, Fact.BUILD_ENV: self._build_env, Fact.ORDER: self._order,
+            Fact.UPGRADE: self._upgrade,
         }  # fmt: skip
 
     def judge(self, stated: Stated) -> tuple[Status, str]:
@@ -860,24 +861,49 @@ class _Graph:
         return (Status.SAME if ours == stated.value else Status.DIFFERS), where
 
     def _deps(self, stated: Stated) -> tuple[Status, str]:
-        if "/" in stated.key:  # a source pip installs from its repository
-            name = self._built_by(stated.key, "")
-            if name is None:
-                return Status.MISSING, "no [sources.*] has this repository"
+        found = self._pip_installed(stated.key)
+        if found is None:
+            return _pip_missing(stated.key)
+        table, name = found
+        if table == "sources":
             deps = self.pins.sources[name].install_deps
             where = f"[sources.{name}].install_deps = {str(deps).lower()}"
             return (Status.SAME if deps == (stated.value == "deps") else Status.DIFFERS), where
-        python = self.pins.python
+        default = "deps" if table in ("tools", "stack") else "no-deps"
+        mode = self.pins.python.install.get(name, default)
+        where = f"[python.{table}] installs it with " + (
+            "its dependencies" if mode == "deps" else "--no-deps"
+        )
+        return (Status.SAME if mode == stated.value else Status.DIFFERS), where
+
+    def _upgrade(self, stated: Stated) -> tuple[Status, str]:
+        """-U: a source the pins upgrade as it installs ([sources.*].upgrade); a package of
+        the pins never (its pin, or one resolution, names what it gets)."""
+        found = self._pip_installed(stated.key)
+        if found is None:
+            return _pip_missing(stated.key)
+        table, name = found
+        if table == "sources":
+            upgrade = self.pins.sources[name].upgrade
+            where = f"[sources.{name}].upgrade = {str(upgrade).lower()}"
+            return (Status.SAME if upgrade == (stated.value == "-U") else Status.DIFFERS), where
+        where = f"[python.{table}] installs it without -U"
+        return (Status.SAME if stated.value == "no -U" else Status.DIFFERS), where
+
+    def _pip_installed(self, key: str) -> tuple[str, str] | None:
+        """Where the graph installs what a recipe's pip install names by ``key``: ("sources",
+        its name) for a repository (git+URL), (its [python.*] group, its name as the pins
+        write it) for a package; None for neither."""
+        if "/" in key:
+            name = self._built_by(key, "")
+            return None if name is None else ("sources", name)
         for group in ("tools", "stack", "vllm", "sglang"):
-            names = {str(canonicalize_name(name)): name for name in getattr(python, group)}
-            if stated.key in names:
-                default = "deps" if group in ("tools", "stack") else "no-deps"
-                mode = python.install.get(names[stated.key], default)
-                where = f"[python.{group}] installs it with " + (
-                    "its dependencies" if mode == "deps" else "--no-deps"
-                )
-                return (Status.SAME if mode == stated.value else Status.DIFFERS), where
-        return Status.MISSING, "not installed by the graph"
+            names = {
+                str(canonicalize_name(name)): name for name in getattr(self.pins.python, group)
+            }
+            if key in names:
+                return group, names[key]
+        return None
 
     def _submodules(self, stated: Stated) -> tuple[Status, str]:
         named = [n for n, s in self.pins.sources.items() if repo_name(s.repo) == stated.key]
@@ -895,6 +921,13 @@ class _Graph:
         ours = self.pins.image.workdir or self.pins.base.workdir
         same = ours == stated.value
         return (Status.SAME if same else Status.DIFFERS), f"[image].workdir = {ours}"
+
+
+def _pip_missing(key: str) -> tuple[Status, str]:
+    """What pip installs by ``key`` that the graph does not install."""
+    if "/" in key:
+        return Status.MISSING, "no [sources.*] has this repository"
+    return Status.MISSING, "not installed by the graph"
 
 
 def _image_name(image: str) -> str:

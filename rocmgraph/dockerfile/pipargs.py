@@ -71,6 +71,7 @@ class Install:
     requirements: tuple[int, ...]  # the indexes of the words that are requirements
     hashes: bool  # --require-hashes
     editable: frozenset[int]  # those of the requirements given with -e
+    upgrade: bool = False  # -U/--upgrade: what is installed already moves to the newest allowed
 
 
 def install_arguments(args: list[str]) -> Install | None:
@@ -83,10 +84,11 @@ def install_arguments(args: list[str]) -> Install | None:
         return None
     found: list[int] = []
     editable: set[int] = set()
-    hashes = False
+    hashes = upgrade = False
     at += 1
     while at < len(args):
         word = args[at]
+        upgrade = upgrade or word == "--upgrade" or "U" in _short_flags(word)
         if word == "--":
             found += range(at + 1, len(args))
             break
@@ -107,16 +109,25 @@ def install_arguments(args: list[str]) -> Install | None:
         elif not word.startswith("-"):
             found.append(at)
         at += 1
-    return Install(tuple(found), hashes, frozenset(editable))
+    return Install(tuple(found), hashes, frozenset(editable), upgrade)
+
+
+def _short_flags(word: str) -> str:
+    """The letters of short options grouped in one word (``-qU`` -> ``qU``), up to the first
+    one that takes a value (``-rU`` reads the file ``U``)."""
+    if not word.startswith("-") or word.startswith("--"):
+        return ""
+    for at, letter in enumerate(word[1:], start=1):
+        if f"-{letter}" in _TAKES_VALUE:
+            return word[1 : at + 1]
+    return word[1:]
 
 
 def _value_follows(word: str) -> bool:
     """Whether short options grouped in one word (``-Ur``, ``-qr``) end with one that takes
     a value, which is then the next word (``-rfile`` holds its own)."""
-    for at, letter in enumerate(word[1:], start=1):
-        if f"-{letter}" in _TAKES_VALUE:
-            return at == len(word) - 1
-    return False
+    flags = _short_flags(word)
+    return f"-{flags[-1:]}" in _TAKES_VALUE and len(flags) == len(word) - 1
 
 
 def requirement_of(word: str, editable: bool) -> str:

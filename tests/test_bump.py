@@ -162,7 +162,9 @@ def test_a_squash_merged_fix_is_obsolete_even_when_its_text_differs(world: World
     assert code == 0, out + err
     assert (
         f"  obsolete  {CUMEM}: upstream merged #44972 in {merge[:12]} ([ROCm] Zero freshly mapped "
-        "memory (#44972)); left out of [sources.vllm].patches: delete the file"
+        f"memory (#44972)) by title, though its content conflicts with the tree ({CUMEM_HUNK}): "
+        "check that upstream's change covers it; left out of [sources.vllm].patches: delete the "
+        "file"
     ) in out.splitlines()
     moved = pins.load(world.pins).sources["vllm"]
     assert moved.commit == merge
@@ -171,6 +173,21 @@ def test_a_squash_merged_fix_is_obsolete_even_when_its_text_differs(world: World
     assert world.pins_text() == before.replace(world.commits["vllm"], merge).replace(
         f'    "{CUMEM}",\n', ""
     )
+
+
+def test_a_merged_fix_whose_change_upstream_has_is_obsolete_without_a_doubt(
+    world: World,
+) -> None:
+    """Merged by title and its reverse applies: the content agrees, the verdict has no
+    caveat."""
+    repo = world.repos["vllm"]
+    merge = commit(repo, patchimages.postimage(patches.read_patch(CUMEM)), MERGE_TITLE)
+    code, out, err = bump(world, "bump:vllm", "dry=1")
+    assert code == 0, out + err
+    assert (
+        f"  obsolete  {CUMEM}: upstream merged #44972 in {merge[:12]} ({MERGE_TITLE}); left out "
+        "of [sources.vllm].patches: delete the file"
+    ) in out.splitlines()
 
 
 def test_a_fix_upstream_already_has_is_obsolete(world: World) -> None:
@@ -296,8 +313,9 @@ def titled_but_elsewhere(repo: Path) -> None:
 
 
 OBSOLETE = (
-    f"  obsolete  {CUMEM}: upstream merged #44972 in {{head}} ({MERGE_TITLE}); "
-    "left out of [sources.vllm].patches: delete the file"
+    f"  obsolete  {CUMEM}: upstream merged #44972 in {{head}} ({MERGE_TITLE}) by title, though "
+    f"its content conflicts with the tree ({CUMEM_HUNK}): check that upstream's change covers "
+    "it; left out of [sources.vllm].patches: delete the file"
 )
 CONFLICTS = f"  conflicts {CUMEM}: {CUMEM_HUNK} (last changed in {{head10}} ({{cite}}))"
 APPLIES = f"  applies   {CUMEM}"

@@ -7,7 +7,8 @@ and git's rename detection says where it went. A patch that still applies
 applies. One that does not is obsolete when its reverse applies (upstream has
 the change), or when upstream squash-merged its pull request between the two
 pins: a commit titled ``... (#N)`` in the repository its ``Forwarded:`` URL
-names, not reverted since; obsolete patches leave the pin's patch list. A
+names, not reverted since (when its content still conflicts, the verdict says
+so: the title is then the only evidence); obsolete patches leave the pin's patch list. A
 conflict stops the bump with nothing written for that source (``force=1``
 writes anyway). A version a commit bump cannot know is named for you to set.
 For ``base``: the digest its tag points to now.
@@ -233,8 +234,14 @@ def _verdict(
     if forwarded and forwarded[0].lower() == github_repo(source.repo):
         merge = merged_pr(between, forwarded[1])
         if merge:
-            detail = f"upstream merged #{forwarded[1]} in {merge.id[:12]} ({merge.subject}); {drop}"
-            return Verdict(status.patch, Outcome.OBSOLETE, detail)
+            detail = f"upstream merged #{forwarded[1]} in {merge.id[:12]} ({merge.subject})"
+            if status.status is Outcome.CONFLICTS:
+                # the title alone says so: upstream may have merged a part, or another way
+                detail += (
+                    f" by title, though its content conflicts with the tree ({status.detail}): "
+                    "check that upstream's change covers it"
+                )
+            return Verdict(status.patch, Outcome.OBSOLETE, f"{detail}; {drop}")
     if status.status is Outcome.OBSOLETE:
         return Verdict(status.patch, Outcome.OBSOLETE, f"upstream has it already; {drop}")
     if status.missing:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocmgraph.common import disk
@@ -39,6 +40,7 @@ def git(
     timeout: float | None = 3600,
     ceiling: Path | None = None,
     env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
 ) -> str:
     """Run ``git args`` in ``cwd`` and return its stdout.
 
@@ -48,15 +50,68 @@ def git(
     refused is a DiskError for ``cwd`` (git writes there), whatever git did next: a
     fetch that ran out of space is no network failure, nor a checkout a missing commit.
     """
-    settings = {**_CONFIG, **(config or {})}
-    argv = ["git", *(arg for key, value in settings.items() for arg in ("-c", f"{key}={value}"))]
+    argv = _argv(config)
     environ = {**os.environ, **_ENV, **(env or {})}
     if ceiling is not None:
         environ["GIT_CEILING_DIRECTORIES"] = str(ceiling)
     try:
-        return proc.run([*argv, *args], cwd=cwd, env=environ, timeout=timeout).stdout
+        return proc.run(
+            [*argv, *args], cwd=cwd, env=environ, timeout=timeout, input_text=input_text
+        ).stdout
     except proc.CommandFailed as exc:
         code = disk.in_words(exc.stderr)  # git's exit code says only 128
         if code is None:
             raise
         raise disk.refused(code, cwd or Path.cwd()) from None
+
+
+def _argv(config: Mapping[str, str] | None = None) -> list[str]:
+    settings = {**_CONFIG, **(config or {})}
+    return ["git", *(arg for key, value in settings.items() for arg in ("-c", f"{key}={value}"))]
+
+
+# ---------------------------------------------------------------- objects, read as stored
+
+# A partial clone would fetch a missing object from its promisor remote: reading objects
+# here never goes to the network, an object a copy lacks is reported missing.
+_OFFLINE = {"GIT_NO_LAZY_FETCH": "1"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a git tree."""
+
+    mode: str
+    kind: str  # "blob", "tree", or "commit" (a submodule's commit, never in this repository)
+    sha: str
+    name: str
+
+
+def missing(git_dir: Path, objects: Iterable[str]) -> set[str]:
+    """Those of ``objects`` (full ids) that ``git_dir`` lacks: a shallow or partial copy,
+    or one whose history was cut, holds commits whose trees or blobs it does not have."""
+    wanted = "".join(f"{sha}\n" for sha in objects)
+    if not wanted:
+        return set()
+    out = git("--git-dir", str(git_dir), "cat-file", "--batch-check", input_text=wanted,
+              env=_OFFLINE)  # fmt: skip
+    return {line.split()[0] for line in out.splitlines() if line.endswith(" missing")}
+
+
+def tree(git_dir: Path, treeish: str) -> list[Entry]:
+    """The entries of one tree (a tree's id, or a commit's for its root), not recursing."""
+    out = git("--git-dir", str(git_dir), "ls-tree", "-z", "--full-tree", treeish, env=_OFFLINE)
+    entries = []
+    for record in out.split("\0"):
+        if record:
+            meta, name = record.split("\t", 1)
+            mode, kind, sha = meta.split()
+            entries.append(Entry(mode, kind, sha, name))
+    return entries
+
+
+def blob(git_dir: Path, sha: str) -> bytes:
+    """Blob ``sha``'s bytes as stored: no filter, no line ending converted, so their git
+    hash is ``sha`` again."""
+    argv = [*_argv(), "--git-dir", str(git_dir), "cat-file", "blob", sha]
+    return proc.read(argv, lambda out: out.read(), env={**os.environ, **_ENV, **_OFFLINE})

@@ -33,6 +33,7 @@ import history
 import tomli
 
 from rocmgraph.outside import git, proc
+from rocmgraph.trees import cmake as rocm_facts
 from rocmgraph.trees import treefacts
 from rocmgraph.trees.treefacts import Read
 
@@ -686,7 +687,8 @@ def compare(index: Index, cmake: Path, python: str, device: str = "rocm") -> lis
         read = index.read(commit)
         run = run_cmake(read, list(files), cmake, python, device)
         taken = tuple(f for f in fetched(run.calls) if f.how != "declared only")
-        reader = tuple(treefacts.cmake_fetches(read, "."))
+        facts = rocm_facts.rocm(ARCHS.split(";"), ("TRITON_KERNELS_SRC_DIR", "TORCH_NIGHTLY"))
+        reader = tuple(treefacts.cmake_fetches(read, ".", facts))
         found.append(Comparison(commit, run, taken, reader))
         print(f"{device} {commit[:10]}: rc {run.returncode}, {len(taken)} fetches by cmake, "
               f"{len(reader)} by the reader, {len(run.touched)} files made, "

@@ -144,7 +144,7 @@ def _sealed(stage: str, name: str, pins: Pins, tree: Path) -> None:
     source = pins.sources[name]
     read = preflight.tree_reader(tree, tree, source.overlay)
     for folder in source.subdirs:
-        for fetch in preflight.build_fetches(read, folder):
+        for fetch in preflight.build_fetches(read, folder, preflight.rocm_build(pins, source)):
             row = preflight.fetch_rows(name, source, pins, [fetch])[0]
             if row.verdict is preflight.Verdict.MISMATCH:
                 raise FetchError(

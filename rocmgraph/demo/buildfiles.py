@@ -148,6 +148,8 @@ else()
           SOURCE_SUBDIR python/triton_kernels/triton_kernels
   )
 endif()
+
+FetchContent_MakeAvailable(triton_kernels)
 """
 
 

@@ -29,7 +29,7 @@ from rocmgraph.config.kinds import SEPARATORS
 from rocmgraph.config.pins import GitSource, Pins, format_path, repository
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run
-from rocmgraph.trees import patches, treefacts
+from rocmgraph.trees import cmake, patches, treefacts
 from rocmgraph.trees.treefacts import Read, Split, VersionFrom
 
 NOT_READ = "tree not read"
@@ -77,7 +77,9 @@ def rows(pins: Pins, reads: Mapping[str, Read]) -> list[Row]:
         mine: list[Row] = []
         for folder in source.subdirs:
             mine += _dist_rows(name, source, read, folder)
-            mine += fetch_rows(name, source, pins, build_fetches(read, folder))
+            facts = rocm_build(pins, source)
+            mine += fetch_rows(name, source, pins, build_fetches(read, folder, facts))
+            mine += undecided_rows(name, read, folder, facts)
             mine += _arch_rows(name, source, read, folder)
             mine += requires_rows(name, pins, treefacts.build_requirements(read, folder))
         mine += _path_rows(name, source, read, reads)
@@ -141,9 +143,17 @@ def same_version(found: str, pinned: str) -> bool:
         return found == pinned
 
 
-def build_fetches(read: Read, folder: str) -> list[treefacts.Fetch]:
+def rocm_build(pins: Pins, source: GitSource) -> cmake.Facts:
+    """The ROCm build a source stage runs, for its CMake: the archs the pins compile for,
+    and the variables the pins give as inputs known unset, so that the fetch each replaces
+    is read with the condition that names it (``Fetch.unless``) and checked against the
+    tree given in its place."""
+    return cmake.rocm(pins.build.compiled_for(pins.build.archs), tuple(source.inputs))
+
+
+def build_fetches(read: Read, folder: str, facts: cmake.Facts) -> list[treefacts.Fetch]:
     """What building ``folder`` fetches by itself: its CMake's and its setup.py's."""
-    fetches = treefacts.cmake_fetches(read, folder)
+    fetches = treefacts.cmake_fetches(read, folder, facts)
     fetches += treefacts.rust_fetches(read, folder)
     script = treefacts.join(folder, "setup.py")
     return (
@@ -195,6 +205,20 @@ def unpinned_fix(name: str, fetch: treefacts.Fetch) -> str:
         given = format_path(("sources", name, "inputs", fetch.unless))
         return f"no pin gives it: pin its tree as a source and set {given}, or mark it in {skipped}"
     return f"no pin gives it: mark it in {skipped} with why the build does not take it"
+
+
+def undecided_rows(name: str, read: Read, folder: str, facts: cmake.Facts) -> list[Row]:
+    """A row per condition of ``folder``'s CMake that the ROCm build's facts do not decide
+    and that has fetches under it: those are neither demanded nor dropped, and said so."""
+    evaluation = treefacts.cmake_evaluation(read, folder, facts)
+    if evaluation is None:
+        return []
+    waiting = dict.fromkeys(f.under for f in evaluation.undecided if f.under is not None)
+    return [
+        Row(name, Fact.FETCH, f"cannot decide {u.command}({u.condition}) for the ROCm build",
+            "fetches under it are not checked", Verdict.UNREAD, f"{u.file}:{u.line}")
+        for u in waiting
+    ]  # fmt: skip
 
 
 def requires_rows(name: str, pins: Pins, needed: list[treefacts.Needed]) -> list[Row]:

@@ -14,7 +14,7 @@ import ast
 import posixpath
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -22,6 +22,7 @@ import tomli
 from packaging.requirements import InvalidRequirement, Requirement
 
 from rocmgraph.dockerfile import pipargs, shell
+from rocmgraph.trees import cmake
 
 Read = Callable[[str], "str | None"]
 
@@ -60,6 +61,7 @@ class Fetch:
     ref: str  # the tag or commit it asks for ("" when none is named)
     where: Where
     conditions: tuple[str, ...] = ()  # the CMake conditions it runs under, outermost first
+    how: str = ""  # for CMake's: "made available", "populated", "external project"
 
     @property
     def unless(self) -> str:
@@ -245,15 +247,14 @@ def runs_cmake(read: Read, folder: str = ".") -> bool:
     )
 
 
-def cmake_fetches(read: Read, folder: str = ".") -> list[Fetch]:
-    """Every FetchContent_Declare and ExternalProject_Add with a repository or URL that
-    ``folder``/CMakeLists.txt runs, following its include()s, with the conditions around;
-    none where its build runs no CMake."""
-    if not runs_cmake(read, folder):
-        return []
-    project = _CMake(read, folder)
-    project.run(join(folder, "CMakeLists.txt"), [])
-    return project.found
+def cmake_fetches(read: Read, folder: str, facts: cmake.Facts) -> list[Fetch]:
+    """What ``folder``/CMakeLists.txt fetches in the build ``facts`` describe: each
+    FetchContent declaration made available or populated, FetchContent_Populate with its own
+    repository, ExternalProject_Add, run in branches the facts decide; none where its build
+    runs no CMake. Those under a condition the facts do not decide are not among them:
+    ``cmake_evaluation`` has them, and the condition."""
+    evaluation = cmake_evaluation(read, folder, facts)
+    return [] if evaluation is None else [_fetch(found) for found in evaluation.taken]
 
 
 def rust_fetches(read: Read, folder: str = ".") -> list[Fetch]:
@@ -569,124 +570,26 @@ def _flag_of(node: ast.JoinedStr, read: ast.AST, name: str) -> bool:
     return False
 
 
-# ---------------------------------------------------------------- CMake, read as it runs
-
-_COMMAND = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
-_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
+# ---------------------------------------------------------------- CMake, run as it runs
 
 
-@dataclass(frozen=True)
-class _Command:
-    name: str
-    args: tuple[str, ...]
-    line: int
-    text: str = field(default="")  # the arguments as written (a condition)
+def cmake_evaluation(read: Read, folder: str, facts: cmake.Facts) -> cmake.Evaluation | None:
+    """``folder``'s CMake run from ``facts`` (rocmgraph.trees.cmake); None where its build
+    runs no CMake."""
+    if not runs_cmake(read, folder):
+        return None
+    return cmake.evaluate(read, folder, facts)
 
 
-def _commands(text: str) -> Iterator[_Command]:
-    """CMake's commands in ``text``, comments left out: name, arguments, line."""
-    clean = _strip_comments(text)
-    position = 0
-    while found := _COMMAND.search(clean, position):
-        depth, end = 1, found.end()
-        while end < len(clean) and depth:
-            depth += {"(": 1, ")": -1}.get(clean[end], 0)
-            end += 1
-        inside = clean[found.end() : end - 1]
-        args = tuple(
-            quoted if quoted or not bare else bare for quoted, bare in _ARG.findall(inside)
-        )
-        line = clean.count("\n", 0, found.start()) + 1
-        yield _Command(found.group(1).lower(), args, line, " ".join(inside.split()))
-        position = end
-
-
-def _strip_comments(text: str) -> str:
-    """Comments replaced by spaces (line numbers kept), quoted strings left alone."""
-    out, quoted, i = [], False, 0
-    while i < len(text):
-        char = text[i]
-        if char == '"' and (i == 0 or text[i - 1] != "\\"):
-            quoted = not quoted
-        if char == "#" and not quoted:
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            out.append(" " * (end - i))
-            i = end
-            continue
-        out.append(char)
-        i += 1
-    return "".join(out)
-
-
-@dataclass
-class _CMake:
-    """One reading of a CMake project: the variables set so far, the files read, the
-    fetches found (CMake runs include()d files in the scope of the includer)."""
-
-    read: Read
-    folder: str
-    variables: dict[str, str] = field(default_factory=dict)
-    seen: set[str] = field(default_factory=set)
-    found: list[Fetch] = field(default_factory=list)
-
-    def run(self, file: str, conditions: list[str]) -> None:
-        text = self.read(file)
-        if text is None or file in self.seen:
-            return
-        self.seen.add(file)
-        stack: list[list[str]] = []  # per open if(): the conditions of its branches so far
-        for command in _commands(text):
-            here = [*conditions, *(_branch(branches) for branches in stack)]
-            if command.name == "if":
-                stack.append([command.text])
-            elif command.name in {"elseif", "else"} and stack:
-                stack[-1].append(command.text if command.name == "elseif" else "")
-            elif command.name == "endif" and stack:
-                stack.pop()
-            else:
-                self.command(command, Where(file, command.line), here)
-
-    def command(self, command: _Command, where: Where, here: list[str]) -> None:
-        if command.name == "set" and len(command.args) >= 2:
-            self.variables[command.args[0]] = _expand(command.args[1], self.variables)
-        elif command.name == "include" and command.args:
-            scope = {**self.variables, "CMAKE_CURRENT_LIST_DIR": "."}
-            included = _expand(command.args[0], scope).removeprefix("./")
-            self.run(join(self.folder, included), here)
-        elif command.name in {"fetchcontent_declare", "externalproject_add"}:
-            fetch = _fetch_of(command, self.variables, where, tuple(here))
-            if fetch:
-                self.found.append(fetch)
-
-
-def _branch(branches: list[str]) -> str:
-    """The condition of the current branch of an if(): its own, and not the earlier ones."""
-    *earlier, current = branches
-    nots = [f"NOT ({condition})" for condition in earlier]
-    return " AND ".join([*nots, current] if current else nots)
-
-
-def _fetch_of(
-    command: _Command, variables: dict[str, str], where: Where, conditions: tuple[str, ...]
-) -> Fetch | None:
-    args = list(command.args)
-    value = {key: _expand(args[i + 1], variables) for i, key in enumerate(args[:-1])}
-    url = value.get("GIT_REPOSITORY") or value.get("URL")
-    if not url:
-        return None  # SOURCE_DIR only: what it is given, not a fetch
-    return Fetch(url, value.get("GIT_TAG", ""), where, conditions)
-
-
-def _expand(value: str, variables: dict[str, str]) -> str:
-    return re.sub(r"\$\{(\w+)\}", lambda m: variables.get(m.group(1), m.group(0)), value)
+def _fetch(found: cmake.Fetched) -> Fetch:
+    return Fetch(found.url, found.tag, Where(found.file, found.line), found.conditions, found.how)
 
 
 def _cmake_files(read: Read, folder: str) -> Iterator[tuple[str, str]]:
-    """CMakeLists.txt and the files it includes, as _cmake_file follows them."""
-    project = _CMake(read, folder)
-    project.run(join(folder, "CMakeLists.txt"), [])
-    for file in sorted(project.seen):
+    """CMakeLists.txt and every file it includes, in a ROCm build of the default archs
+    (which files are read does not depend on the archs)."""
+    evaluation = cmake.evaluate(read, folder, cmake.rocm(cmake.ROCM_ARCHS))
+    for file in evaluation.files:
         yield file, read(file) or ""
 
 

@@ -263,3 +263,33 @@ def test_treefacts_reads_the_taken_fetches_with_their_conditions() -> None:
         "cmake/external_projects/triton_kernels.cmake:17", "made available",
         "TRITON_KERNELS_SRC_DIR",
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------- bounded work on any input
+
+
+def _evaluated(text: str) -> cmake.Evaluation:
+    return cmake.evaluate(lambda path: text if path == "CMakeLists.txt" else None, ".", ROCM)
+
+
+def test_a_value_doubled_in_a_loop_stops_growing_at_a_megabyte() -> None:
+    text = 'set(A x)\nforeach(i RANGE 200)\n  set(A "${A}${A}")\nendforeach()\nif(A)\nendif()\n'
+    assert [str(u) for u in _evaluated(text).unknowns] == ["CMakeLists.txt:5: if(A)"]
+
+
+def test_names_nested_past_the_depth_cap_are_unknown_not_a_recursion_error() -> None:
+    text = 'set(A "' + "${" * 20_000 + "B" + "}" * 20_000 + '")\nif(A)\nendif()\n'
+    assert [str(u) for u in _evaluated(text).unknowns] == ["CMakeLists.txt:2: if(A)"]
+
+
+def test_parentheses_nested_past_the_cap_leave_the_condition_undecided() -> None:
+    text = "if(" + "(" * 20_000 + "ON" + ")" * 20_000 + ")\nendif()\n"
+    (unknown,) = _evaluated(text).unknowns
+    assert str(unknown) == "CMakeLists.txt:1: if(" + "(" * 117 + "...)"
+
+
+def test_any_number_of_nots_is_read_without_recursion() -> None:
+    fetch = "FetchContent_Declare(x GIT_REPOSITORY u GIT_TAG t)\nFetchContent_MakeAvailable(x)\n"
+    odd = _evaluated("if(" + "NOT " * 20_001 + "ON)\n" + fetch + "endif()\n")
+    even = _evaluated("if(" + "NOT " * 20_000 + "ON)\n" + fetch + "endif()\n")
+    assert (len(odd.taken), len(even.taken)) == (0, 1)

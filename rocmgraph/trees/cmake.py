@@ -23,6 +23,9 @@ Read = Callable[[str], "str | None"]
 ROOT = "/src"  # where the tree sits for the CMake files: a path under it is read
 MAX_ITERATIONS = 10_000  # a loop past this decides nothing more
 MAX_DEPTH = 100  # nested include()s and calls: CMake's own limit is near 1000
+SHOWN = 120  # characters of a condition a message quotes
+MAX_VALUE = 1 << 20  # a value past a megabyte (doubled in a loop) is Unknown, not grown
+_REFERENCE = re.compile(r"\$(ENV|CACHE)?\{")
 
 
 class _Unknown(Enum):
@@ -189,8 +192,15 @@ def expand(text: str, lookup: Callable[[str], Value], env: Callable[[str], Value
 
 
 def _expand_from(
-    text: str, at: int, lookup: Callable[[str], Value], env: Callable[[str], Value], stop: str
+    text: str,
+    at: int,
+    lookup: Callable[[str], Value],
+    env: Callable[[str], Value],
+    stop: str,
+    depth: int = 0,
 ) -> tuple[Value, int]:
+    if depth > MAX_DEPTH:  # ${${${...: no build file nests names this deep
+        return UNKNOWN, len(text)
     parts: list[str] = []
     unknown = False
     i = at
@@ -206,9 +216,9 @@ def _expand_from(
         if char == "\n" and i > 0 and text[i - 1] == "\\":
             i += 1
             continue
-        opened = re.match(r"\$(ENV|CACHE)?\{", text[i:])
+        opened = _REFERENCE.match(text, i)
         if opened:
-            name, end = _expand_from(text, i + opened.end(), lookup, env, stop="}")
+            name, end = _expand_from(text, opened.end(), lookup, env, "}", depth + 1)
             if end >= len(text):
                 parts.append(text[i:])  # no closing brace: CMake refuses it; kept as text
                 break
@@ -343,6 +353,7 @@ class _Condition:
 
     def __init__(self, args: Sequence[Operand], context: Context) -> None:
         self.args, self.at, self.context = list(args), 0, context
+        self.depth = 0  # open parentheses: past MAX_DEPTH the condition is not decided
         self.matches: list[str] | None = None  # CMAKE_MATCH_<n> of the last MATCHES
 
     def evaluate(self) -> Truth:
@@ -371,16 +382,22 @@ class _Condition:
         return value
 
     def _negation(self) -> Truth:
-        if self._peek() == "NOT":
+        negated = False
+        while self._peek() == "NOT":  # a loop, not a call a NOT: any number of them
             self._take()
-            return _not(self._negation())
-        return self._test()
+            negated = not negated
+        value = self._test()
+        return _not(value) if negated else value
 
     def _test(self) -> Truth:
         word = self._peek()
         if word == "(":
             self._take()
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise SyntaxProblem(f"parentheses nested past {MAX_DEPTH}")
             value = self._logic()
+            self.depth -= 1
             if self._take().keyword != ")":
                 raise SyntaxProblem("'(' never closed")
             return value
@@ -560,7 +577,10 @@ class Unknown:
     command: str = "if"  # or elseif, while, foreach (a loop over what is not known)
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.command}({self.condition})"
+        shown = self.condition  # a message is one short line, whatever the file holds
+        if len(shown) > SHOWN:
+            shown = f"{shown[: SHOWN - 3]}..."
+        return f"{self.file}:{self.line}: {self.command}({shown})"
 
 
 @dataclass(frozen=True)
@@ -908,7 +928,8 @@ class _Run:
 
     def set(self, scope: _Scope, name: Value, value: Value, where: _Where) -> None:
         if isinstance(name, str):
-            scope.vars[name] = value if where.certain else UNKNOWN
+            small = isinstance(value, str) and len(value) <= MAX_VALUE
+            scope.vars[name] = value if where.certain and small else UNKNOWN
 
     # -------------------------------------------------- commands
 

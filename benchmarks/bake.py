@@ -6,8 +6,9 @@ and each target's image is exported, as the graph exports a stage's. On fresh ru
 each target writes a registry cache in mode=max where the engine can export one (the
 containerd store), else an inline cache (the classic store's docker driver exports no
 other), and reads every target's: a step that several targets share is looked up in the
-cache of whichever target's build reaches it first (with its own cache alone, bake on a
-fresh runner rebuilt 12 of 15 stages on a no-op).
+cache of whichever target's build reaches it first. Even so, on a fresh runner the steps
+that read the build context (a COPY of a source, a RUN that binds a script) miss, with either
+cache, where the monolith's with the same registry cache hit: benchmarks/RESULTS.md.
 
 The file is a Compose file, one of bake's three formats: buildx 0.13's HCL and JSON
 targets have no ``network`` (it came in 0.14), and the demo's upstreams are served on

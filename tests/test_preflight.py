@@ -15,7 +15,7 @@ from world import fixture_folder
 from rocmgraph.common.errors import Unchecked
 from rocmgraph.config import pins
 from rocmgraph.demo import upstreams
-from rocmgraph.trees import preflight, treefacts
+from rocmgraph.trees import cmake, preflight, treefacts
 from rocmgraph.trees.preflight import Fact, PreflightError, Row, Verdict
 
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
@@ -370,3 +370,55 @@ def test_build_requires_that_is_not_a_list_names_no_requirement() -> None:
     build in its own words, and preflight reads no requirement out of its letters."""
     text = '[build-system]\nrequires = "setuptools>=61"\n'
     assert treefacts.build_requirements({"pyproject.toml": text}.get) == []
+
+
+HISTORY = ROOT / "tests" / "fixtures" / "history" / "vllm"
+
+
+def vllm_at(commit: str, into: Path) -> Path:
+    """The build files of rasmith/vllm at ``commit`` (tests/fixtures/history), as a tree."""
+    index = tomli.loads((HISTORY / "index.toml").read_text())
+    for path, blob in index["commits"][commit].items():
+        (into / path).parent.mkdir(parents=True, exist_ok=True)
+        (into / path).write_bytes((HISTORY / "blobs" / blob).read_bytes())
+    return into
+
+
+def test_at_the_forks_head_only_the_fetch_rocm_makes_is_checked_and_it_moved(
+    tmp_path: Path,
+) -> None:
+    """The head of the vLLM fork (397094da), its build files as committed in the history
+    fixtures (the pin's patches left out: their files are not among them). Its CMake declares
+    nine fetches and takes one on ROCm, triton_kernels, moved there to ROCm's fork: that one
+    is the mismatch. Nothing CUDA-only is demanded, no mark is stale, nothing undecided."""
+    head = vllm_at("397094da1768c7a6f29dfa4f70079d793ac747df", tmp_path)
+    text = delete_toml(real_pins(), ["sources", "vllm", "patches"])
+    fetches = [r for r in check(text, {**TREES, "vllm": head}) if r.fact is Fact.FETCH]
+    vllm = [(r.upstream, r.verdict, r.pins) for r in fetches if r.source == "vllm"]
+    assert [row for row in vllm if row[1] is not Verdict.OK] == [
+        (
+            "https://github.com/ROCm/triton.git 0f380657dbf3ee86eb57558ff71df24f03b5d4e7",
+            Verdict.MISMATCH,
+            "given [sources.triton_kernels].repo is https://github.com/triton-lang/triton: pin "
+            '"https://github.com/ROCm/triton.git" at 0f380657dbf3ee86eb57558ff71df24f03b5d4e7',
+        )
+    ]
+    assert [r for r in vllm if "cannot decide" in r[0] or r[0] == "no such fetch"] == []
+
+
+def test_a_fetch_under_a_condition_the_rocm_build_cannot_decide_is_named_not_checked() -> None:
+    files = {
+        "setup.py": 'import subprocess\nsubprocess.check_call(["cmake", "."])\n',
+        "CMakeLists.txt": "if($ENV{FETCH_EXTRAS})\n"
+        "  FetchContent_Declare(x GIT_REPOSITORY https://example.org/x.git GIT_TAG v1)\n"
+        "  FetchContent_MakeAvailable(x)\nendif()\n",
+    }
+    rows = preflight.undecided_rows("vllm", files.get, ".", cmake.rocm(("gfx942",)))
+    assert [(r.upstream, r.pins, r.verdict, r.where) for r in rows] == [
+        (
+            "cannot decide if($ENV{FETCH_EXTRAS}) for the ROCm build",
+            "fetches under it are not checked",
+            Verdict.UNREAD,
+            "CMakeLists.txt:1",
+        )
+    ]

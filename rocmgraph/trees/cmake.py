@@ -576,11 +576,15 @@ class Unknown:
     condition: str  # as written
     command: str = "if"  # or elseif, while, foreach (a loop over what is not known)
 
+    @property
+    def shown(self) -> str:
+        """The condition as a message quotes it: one short line, whatever the file holds."""
+        if len(self.condition) > SHOWN:
+            return f"{self.condition[: SHOWN - 3]}..."
+        return self.condition
+
     def __str__(self) -> str:
-        shown = self.condition  # a message is one short line, whatever the file holds
-        if len(shown) > SHOWN:
-            shown = f"{shown[: SHOWN - 3]}..."
-        return f"{self.file}:{self.line}: {self.command}({shown})"
+        return f"{self.file}:{self.line}: {self.command}({self.shown})"
 
 
 @dataclass(frozen=True)

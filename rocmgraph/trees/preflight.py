@@ -192,7 +192,9 @@ def _not_the_tree(path: str, pins: Pins, fetch: treefacts.Fetch) -> str:
     owner = path.split("/", 1)[0]
     given = pins.sources[owner]
     if "://" in fetch.what and repository(given.repo) != repository(fetch.what):
-        return f"given {format_path(('sources', owner, 'repo'))} is {given.repo}"
+        at = f" at {fetch.ref}" if fetch.ref else ""
+        key = format_path(("sources", owner, "repo"))
+        return f'given {key} is {given.repo}: pin "{fetch.what}"{at}'
     if fetch.ref and given.tag and fetch.ref != given.tag:
         return f'given {format_path(("sources", owner, "tag"))} is {given.tag}: pin "{fetch.ref}"'
     return ""
@@ -215,7 +217,7 @@ def undecided_rows(name: str, read: Read, folder: str, facts: cmake.Facts) -> li
         return []
     waiting = dict.fromkeys(f.under for f in evaluation.undecided if f.under is not None)
     return [
-        Row(name, Fact.FETCH, f"cannot decide {u.command}({u.condition}) for the ROCm build",
+        Row(name, Fact.FETCH, f"cannot decide {u.command}({u.shown}) for the ROCm build",
             "fetches under it are not checked", Verdict.UNREAD, f"{u.file}:{u.line}")
         for u in waiting
     ]  # fmt: skip

@@ -223,6 +223,35 @@ def test_a_conflicting_patch_stops_the_bump_with_nothing_written(world: World) -
     assert world.pins_text() == before
 
 
+def test_a_conflict_and_a_new_fetch_are_both_reported_in_one_run(world: World) -> None:
+    """A patch that conflicts no longer hides the build's facts: they are read from the
+    tree the patches that still apply make, and both stop the bump in one summary."""
+    conflicting_upstream(world)
+    repo = world.repos["vllm"]
+    cmake = (repo / "CMakeLists.txt").read_text() + (
+        '\nif(VLLM_GPU_LANG STREQUAL "HIP")\n'
+        "  FetchContent_Declare(extras GIT_REPOSITORY https://example.org/extras.git"
+        " GIT_TAG v1)\n"
+        "  FetchContent_MakeAvailable(extras)\n"
+        "endif()\n"
+    )
+    commit(repo, {"CMakeLists.txt": cmake}, "[ROCm] Fetch extras (#46101)")
+    line = len(cmake.splitlines()) - 2
+    code, out, _ = bump(world, "bump:vllm")
+    lines = out.splitlines()
+    assert code == 1
+    assert [line for line in lines if line.startswith(f"  conflicts {PAD}")] != []
+    assert (
+        "  conflicts preflight fetch: https://example.org/extras.git v1: no pin gives it: mark it "
+        "in [sources.vllm].skipped_fetches with why the build does not take it "
+        f"(CMakeLists.txt:{line})"
+    ) in lines
+    assert (
+        "  stopped: 1 patch conflict and 1 fact of the new tree differs from the pins; nothing "
+        "written for vllm (force=1 writes)"
+    ) in lines
+
+
 def test_force_writes_despite_a_conflict_and_dry_writes_nothing(world: World) -> None:
     conflicting_upstream(world)
     before = world.pins_text()

@@ -33,6 +33,7 @@ from rocmgraph.trees import cmake, patches, treefacts
 from rocmgraph.trees.treefacts import Read, Split, VersionFrom
 
 NOT_READ = "tree not read"
+NOT_THERE = "not in the tree"  # said of a path the pins name that the tree lacks
 # The arch variable every source build is given, as a CMake list (source-wheel template).
 TEMPLATE_ARCH = "PYTORCH_ROCM_ARCH"
 
@@ -289,7 +290,7 @@ def _path_rows(name: str, source: GitSource, read: Read, reads: Mapping[str, Rea
         key = format_path(("sources", name, knob))
         there = reader(path) is not None or _is_folder(reader, path)
         verdict = Verdict.OK if there else Verdict.MISMATCH
-        said = path if there else f"{path}: not in the tree"
+        said = path if there else f"{path}: {NOT_THERE}"
         found.append(Row(name, Fact.PATH, said, key, verdict))
         if knob == "requirements" and there:
             found += _included(name, path, reader)
@@ -303,7 +304,7 @@ def _included(name: str, path: str, read: Read) -> Iterator[Row]:
         if words[:1] in (["-r"], ["--requirement"]) and len(words) > 1:
             included = treefacts.join(treefacts.parent(path), words[1])
             there = read(included) is not None
-            yield Row(name, Fact.PATH, included if there else f"{included}: not in the tree",
+            yield Row(name, Fact.PATH, included if there else f"{included}: {NOT_THERE}",
                       f"-r in {path}", Verdict.OK if there else Verdict.MISMATCH,
                       f"{path}:{number}")  # fmt: skip
 

@@ -10,7 +10,8 @@ pins: a commit titled ``... (#N)`` in the repository its ``Forwarded:`` URL
 names, not reverted since (when its content still conflicts, the verdict says
 so: the title is then the only evidence); obsolete patches leave the pin's patch list. A
 conflict stops the bump with nothing written for that source (``force=1``
-writes anyway). A version a commit bump cannot know is named for you to set.
+writes anyway), once every finding is listed: the new tree's facts are read
+with the patches that still apply. A version a commit bump cannot know is named for you to set.
 For ``base``: the digest its tag points to now.
 
 A source that cannot be reached is reported as unknown and never hides the

@@ -176,8 +176,8 @@ def test_every_source_is_a_dependency_by_its_full_commit(write_pins: WritePins) 
         assert found["annotations"].get("providedByBase", False) == (name in PROVIDED)
     assert by_pin(document, "[sources.vllm].commit") == {
         "name": "vllm",
-        "uri": "git+http://127.0.0.1:28470/git/vllm.git@3a856b1ce054db7525382073054a4295754b33c0",
-        "digest": {"gitCommit": "3a856b1ce054db7525382073054a4295754b33c0"},
+        "uri": "git+http://127.0.0.1:28470/git/vllm.git@5b40a6d15899ee70b745176a27d1a1bbaff15f21",
+        "digest": {"gitCommit": "5b40a6d15899ee70b745176a27d1a1bbaff15f21"},
         "annotations": {"pins": ["[sources.vllm].commit"]},
     }
     # SGLang and its sgl-kernel folder are one checkout: one dependency names both pins.

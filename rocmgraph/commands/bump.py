@@ -132,7 +132,7 @@ def bump_source(run: Run, outside: Outside, name: str, to: str, history: History
         applying = tuple(s.patch for s in statuses if s.status is Outcome.APPLIES)
         facts = _preflight(run.pins, sources, name, dataclasses.replace(moved, patches=applying))
         gone = {path for _, path, _ in missing}  # said once, with where it went
-        facts = [row for row in facts if not (row.fact is Fact.PATH and _path(row) in gone)]
+        facts = [row for row in facts if not (row.fact is Fact.PATH and row.path in gone)]
         at_old = dataclasses.replace(source, commit=old or "")
         before = _preflight(run.pins, sources, name, at_old) if old else []
     except FetchError as exc:
@@ -393,11 +393,6 @@ def _differs(stated: str, pinned: str) -> bool:
 def _unplaced(row: Row) -> Row:
     """``row`` without its line, which moves with any edit above it."""
     return dataclasses.replace(row, where=row.where.rsplit(":", 1)[0])
-
-
-def _path(row: Row) -> str:
-    """The path a PATH row names, present or not."""
-    return row.upstream.removesuffix(f": {preflight.NOT_THERE}")
 
 
 def _fact(row: Row) -> str:

@@ -61,6 +61,7 @@ class Row:
     pins: str  # what the pins say, or the fix
     verdict: Verdict
     where: str = ""  # file:line in the tree
+    path: str = ""  # of a path fact: the path it names, in the tree or not
 
 
 class PreflightError(GraphToolError):
@@ -291,7 +292,7 @@ def _path_rows(name: str, source: GitSource, read: Read, reads: Mapping[str, Rea
         there = reader(path) is not None or _is_folder(reader, path)
         verdict = Verdict.OK if there else Verdict.MISMATCH
         said = path if there else f"{path}: {NOT_THERE}"
-        found.append(Row(name, Fact.PATH, said, key, verdict))
+        found.append(Row(name, Fact.PATH, said, key, verdict, path=path))
         if knob == "requirements" and there:
             found += _included(name, path, reader)
     return found
@@ -306,7 +307,7 @@ def _included(name: str, path: str, read: Read) -> Iterator[Row]:
             there = read(included) is not None
             yield Row(name, Fact.PATH, included if there else f"{included}: {NOT_THERE}",
                       f"-r in {path}", Verdict.OK if there else Verdict.MISMATCH,
-                      f"{path}:{number}")  # fmt: skip
+                      f"{path}:{number}", included)  # fmt: skip
 
 
 def _is_folder(read: Read, path: str) -> bool:

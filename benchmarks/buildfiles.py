@@ -10,8 +10,12 @@ recorded as missing with its path, and the rest goes on.
 driver that sets what the ROCm build sets and records every fetch the files ask for, and
 writes the comparison with ``treefacts.cmake_fetches`` to benchmarks/buildfiles-cmake.md.
 
+``setup`` runs each SGLang commit's setup scripts with recording stubs (setupfacts) beside
+the check's facts, and writes benchmarks/buildfiles-sglang.md.
+
     python3 benchmarks/buildfiles.py extract [--vllm-git DIR] [--sglang-git DIR]
     python3 benchmarks/buildfiles.py cmake [--cmake PATH]
+    python3 benchmarks/buildfiles.py setup
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import history
+import setupfacts
 import tomli
 
+from rocmgraph.config import pins as pins_file
 from rocmgraph.outside import git, proc
 from rocmgraph.trees import cmake as rocm_facts
 from rocmgraph.trees import treefacts
@@ -767,6 +773,32 @@ def _cmake_all(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
+# ---------------------------------------------------------------- SGLang's setup scripts, run
+
+SGLANG_REPORT = Path(__file__).resolve().parent / "buildfiles-sglang.md"
+
+
+def sglang_commits(index: Index) -> list[setupfacts.Commit]:
+    """Both methods on every SGLang commit of ``index``."""
+    pins = pins_file.load(ROOT / "pins.toml")
+    found = []
+    for commit, files in index.commits.items():
+        read = index.read(commit)
+        check = setupfacts.check_facts(pins, read)
+        found.append(
+            setupfacts.Commit(commit, check, setupfacts.run_facts(pins, read, list(files)))
+        )
+    return found
+
+
+def _setup_all(args: argparse.Namespace) -> None:
+    commits = sglang_commits(load("sglang"))
+    for c in commits:
+        print(f"{c.commit[:10]}: {len(c.disagreements())} disagreements", flush=True)
+    args.out.write_text(setupfacts.report(commits, setupfacts.control()))
+    print(f"wrote {args.out}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -778,9 +810,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     measuring.add_argument("--cmake", type=Path, default=CMAKE)
     measuring.add_argument("--python", default=shutil.which("python3") or "python3")
     measuring.add_argument("--out", type=Path, default=REPORT)
+    running = commands.add_parser("setup", help="SGLang's setup scripts run, on each commit")
+    running.add_argument("--out", type=Path, default=SGLANG_REPORT)
     args = parser.parse_args(argv)
     if args.command == "extract":
         _extract_all(args)
+    elif args.command == "setup":
+        _setup_all(args)
     else:
         _cmake_all(args)
 

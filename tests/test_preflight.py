@@ -286,6 +286,16 @@ def test_a_rust_extension_is_a_fetch_cargo_makes() -> None:
     assert (grpc.verdict, grpc.where) == (Verdict.MISMATCH, "python/pyproject.toml:212")
 
 
+def test_upstream_sgl_kernel_takes_its_one_arch_from_amdgpu_target() -> None:
+    # Without the pins' patch setup_rocm.py reads AMDGPU_TARGET, a name with no ARCH in it.
+    unpatched = edit_toml(real_pins(), ["sources", "sgl_kernel", "patches"], [])
+    kernel = row(check(unpatched), "sgl_kernel", Fact.ARCH, "AMDGPU_TARGET, split on unknown")
+    assert (kernel.pins, kernel.verdict, kernel.where) == (
+        "not given: add it to [sources.sgl_kernel].arch_env", Verdict.MISMATCH,
+        "sgl-kernel/setup_rocm.py:67",
+    )  # fmt: skip
+
+
 def test_every_fetch_of_a_script_the_setup_runs_is_named_with_its_line() -> None:
     files = {
         "setup.py": (

@@ -497,7 +497,9 @@ def cmake_arch_reads(read: Read, folder: str = ".") -> list[ArchRead]:
 
 
 def _is_arch(variable: str) -> bool:
-    return "ARCH" in variable and variable not in {"ARCH", "ARCHFLAGS"}
+    # AMDGPU_TARGET names no ARCH: upstream sgl-kernel's setup_rocm.py takes its arch there.
+    named = "ARCH" in variable or variable.endswith(("GPU_TARGET", "GPU_TARGETS"))
+    return named and variable not in {"ARCH", "ARCHFLAGS"}
 
 
 def _env_reads(tree: ast.AST, file: str = "") -> Iterator[ArchRead]:

@@ -71,26 +71,20 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def tokenize(text: str) -> list[Command]:
     """The command invocations of ``text`` with their arguments, comments left out."""
     found: list[Command] = []
-    i, n = 0, len(text)
-    while i < n:
-        char = text[i]
-        if char.isspace():
-            i += 1
-        elif char == "#":
-            i = _comment_end(text, i)
-        else:
-            name = _NAME.match(text, i)
-            if not name:
-                raise SyntaxProblem(f"line {_line(text, i)}: expected a command, found {char!r}")
-            j = name.end()
-            while j < n and text[j] in " \t":
-                j += 1
-            if j >= n or text[j] != "(":
-                raise SyntaxProblem(f"line {_line(text, i)}: {name.group()} without '('")
-            args, end = _arguments(text, j + 1)
-            written = " ".join(text[j + 1 : end - 1].split())
-            found.append(Command(name.group().lower(), tuple(args), _line(text, i), written))
-            i = end
+    i = _blank_end(text, 0)
+    while i < len(text):
+        name = _NAME.match(text, i)
+        if not name:
+            raise SyntaxProblem(f"line {_line(text, i)}: expected a command, found {text[i]!r}")
+        j = name.end()
+        while j < len(text) and text[j] in " \t":
+            j += 1
+        if j >= len(text) or text[j] != "(":
+            raise SyntaxProblem(f"line {_line(text, i)}: {name.group()} without '('")
+        args, end = _arguments(text, j + 1)
+        written = " ".join(text[j + 1 : end - 1].split())
+        found.append(Command(name.group().lower(), tuple(args), _line(text, i), written))
+        i = _blank_end(text, end)
     return found
 
 
@@ -98,30 +92,43 @@ def _line(text: str, at: int) -> int:
     return text.count("\n", 0, at) + 1
 
 
+def _blank_end(text: str, at: int) -> int:
+    """Past the whitespace and comments from ``at``."""
+    while at < len(text):
+        if text[at].isspace():
+            at += 1
+        elif text[at] == "#":
+            at = _comment_end(text, at)
+        else:
+            break
+    return at
+
+
 def _comment_end(text: str, at: int) -> int:
     """Past the comment at ``at``: a bracket comment ``#[[...]]``, or to the line's end."""
     bracket = _BRACKET_OPEN.match(text, at + 1)
     if bracket:
-        close = text.find(f"]{bracket.group(1)}]", bracket.end())
-        if close < 0:
-            raise SyntaxProblem(f"line {_line(text, at)}: bracket comment never closed")
-        return close + len(bracket.group(1)) + 2
+        return _bracket(text, bracket, "comment")[1]
     end = text.find("\n", at)
     return len(text) if end < 0 else end
+
+
+def _bracket(text: str, opened: re.Match[str], what: str) -> tuple[str, int]:
+    """The content of the bracket ``opened`` starts (``[==[``) and the index past its end."""
+    close = text.find(f"]{opened.group(1)}]", opened.end())
+    if close < 0:
+        raise SyntaxProblem(f"line {_line(text, opened.start())}: bracket {what} never closed")
+    return text[opened.end() : close], close + len(opened.group(1)) + 2
 
 
 def _arguments(text: str, at: int) -> tuple[list[Arg], int]:
     """The arguments from ``at`` (past the '(') to the matching ')', and the index past it.
     Nested parentheses are arguments of their own, as CMake gives them to if()."""
     args: list[Arg] = []
-    depth, i, n = 1, at, len(text)
-    while i < n:
+    depth, i = 1, at
+    while (i := _blank_end(text, i)) < len(text):
         char = text[i]
-        if char.isspace():
-            i += 1
-        elif char == "#":
-            i = _comment_end(text, i)
-        elif char == "(":
+        if char == "(":
             depth += 1
             args.append(Arg("(", Kind.UNQUOTED))
             i += 1
@@ -136,12 +143,8 @@ def _arguments(text: str, at: int) -> tuple[list[Arg], int]:
             args.append(Arg(text[i + 1 : end], Kind.QUOTED))
             i = end + 1
         elif bracket := _BRACKET_OPEN.match(text, i):
-            close = text.find(f"]{bracket.group(1)}]", bracket.end())
-            if close < 0:
-                raise SyntaxProblem(f"line {_line(text, i)}: bracket argument never closed")
-            content = text[bracket.end() : close]
+            content, i = _bracket(text, bracket, "argument")
             args.append(Arg(content.removeprefix("\n"), Kind.BRACKET))
-            i = close + len(bracket.group(1)) + 2
         else:
             end = _unquoted_end(text, i)
             args.append(Arg(text[i:end], Kind.UNQUOTED))

@@ -6,8 +6,9 @@ and every repository file it includes, transitively, keep their blob ids: ccache
 mode then finds its manifest, given the same compiler and flags (headers outside the
 repository, torch's and ROCm's, come with the compiler). A second share also asks that the
 flags the build files set for the unit stay the same. The units are what the build files
-give a ROCm build: vLLM's CMakeLists.txt through a small reader that prints the lists it
-took and what it could not decide, sgl-kernel's setup_rocm.py `sources`.
+give a ROCm build: vLLM's CMakeLists.txt run by rocmgraph's CMake evaluator (the targets
+its calls define, and what it could not decide, printed), sgl-kernel's setup_rocm.py
+`sources`.
 
     python3 benchmarks/ccache_history.py [--vllm-git DIR] [--sglang-git DIR] [--json PATH]
 """
@@ -33,6 +34,8 @@ from types import TracebackType
 from typing import IO, Any
 
 import history
+
+from rocmgraph.trees import cmake
 
 # --- git objects ---------------------------------------------------------------------------
 
@@ -87,14 +90,13 @@ class Objects:
         return {path: meta.split()[2] for meta, path in entries if meta.split()[1] == "blob"}
 
 
-# --- three-valued logic: a branch is taken, not taken, or undecided (None) ----------------
+# --- three-valued #if: a branch is taken, not taken, or undecided (None) ------------------
 
 
 @dataclass(frozen=True)
 class Frame:
-    """An open block: its current branch is taken (True), not (False) or undecided (None)."""
+    """An open #if: its current branch is taken (True), not (False) or undecided (None)."""
 
-    kind: str
     state: bool | None
     done: bool | None  # whether an earlier branch was taken
 
@@ -123,7 +125,7 @@ def running(stack: Sequence[Frame]) -> bool | None:
 
 
 def next_branch(frame: Frame, value: bool | None) -> Frame:
-    """The frame at an elseif/#elif whose condition is ``value``."""
+    """The frame at an #elif whose condition is ``value``."""
     if frame.done is True:
         return replace(frame, state=False)
     state = value if frame.done is False else (False if value is False else None)
@@ -163,7 +165,7 @@ def includes(text: bytes, defined: frozenset[str]) -> tuple[Include, ...]:
 def preprocess(word: str, rest: str, stack: list[Frame], defined: frozenset[str]) -> None:
     if word in {"if", "ifdef", "ifndef"}:
         value = macro_condition(word, rest, defined)
-        stack.append(Frame("#if", value, value))
+        stack.append(Frame(value, value))
     elif word == "elif" and stack:
         stack[-1] = next_branch(stack[-1], macro_condition("if", rest, defined))
     elif word == "else" and stack:
@@ -288,116 +290,19 @@ def compare(old: Mapping[str, Unit], new: Mapping[str, Unit]) -> Counts:
     return Counts(len(new), len(kept), len(added), changed, moved, flagged)
 
 
-# --- CMake ---------------------------------------------------------------------------------
+# --- vLLM's CMake, through rocmgraph's evaluator -------------------------------------------
 
-
-@dataclass(frozen=True)
-class Arg:
-    text: str
-    quoted: bool
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str  # lower case: CMake's command names are case-blind
-    args: tuple[Arg, ...]
-    where: str  # file:line
-
-
-TOKEN = re.compile(
-    r"""(?P<space>[ \t\r\n]+)
-      | (?P<comment>\#\[(?P<ceq>=*)\[.*?\](?P=ceq)\]|\#[^\n]*)
-      | (?P<open>\() | (?P<close>\))
-      | (?P<quoted>"(?:[^"\\]|\\.)*")
-      | (?P<bracket>\[(?P<beq>=*)\[.*?\](?P=beq)\])
-      | (?P<word>(?:[^\s()"\#\\]|\\.)+)""",
-    re.VERBOSE | re.DOTALL,
-)
-
-
-class CMakeError(Exception):
-    """A build file the reader cannot parse; the message names the file and line."""
-
-
-def tokens(text: str, name: str) -> Iterator[tuple[str, str, int]]:
-    """(kind, text, line) of each token but spaces and comments."""
-    line, pos = 1, 0
-    while pos < len(text):
-        found = TOKEN.match(text, pos)
-        if found is None:
-            raise CMakeError(f"{name}:{line}: cannot read {text[pos : pos + 20]!r}")
-        kind = found.lastgroup or ""
-        if kind not in {"space", "comment"}:
-            yield ("bracket" if kind == "bracket" else kind), found.group(), line
-        line += found.group().count("\n")
-        pos = found.end()
-
-
-def argument(kind: str, text: str) -> Arg:
-    if kind == "quoted":
-        return Arg(re.sub(r"\\(.)", r"\1", text[1:-1]), True)
-    if kind == "bracket":
-        return Arg(text[text.index("[", 1) + 1 : text.rindex("]", 0, -1)], True)
-    return Arg(text, False)
-
-
-def commands(text: str, name: str) -> list[Command]:
-    """The file's command invocations; nested parentheses stay as ``(`` and ``)`` args."""
-    found: list[Command] = []
-    stream = tokens(text, name)
-    for kind, word, line in stream:
-        if kind != "word" or next(stream, ("", "", 0))[0] != "open":
-            raise CMakeError(f"{name}:{line}: expected a command, found {word!r}")
-        found.append(Command(word.lower(), tuple(arguments(stream, name, line)), f"{name}:{line}"))
-    return found
-
-
-def arguments(stream: Iterator[tuple[str, str, int]], name: str, line: int) -> Iterator[Arg]:
-    depth = 1
-    for kind, text, _ in stream:
-        depth += {"open": 1, "close": -1}.get(kind, 0)
-        if depth == 0:
-            return
-        yield argument(kind, text)
-    raise CMakeError(f"{name}:{line}: the command's parenthesis is never closed")
-
-
-@dataclass(frozen=True)
-class Var:
-    items: tuple[str, ...] | None  # None: the reader could not read its value
-    where: tuple[str, ...] = ()  # where it was set or appended to
-    doubts: tuple[str, ...] = ()  # what the reader could not decide about it
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    language: str
-    sources: tuple[str, ...]
-    lists: tuple[str, ...]  # the variables its SOURCES named, each with where it was set
-    doubts: tuple[str, ...]
-
-
-# What the image's ROCm build gives CMake: setup.py passes -DVLLM_TARGET_DEVICE=rocm (it
-# finds torch.version.hip), find_package(Torch) on ROCm torch sets PYTORCH_FOUND_HIP, the
-# image's Python is 3.12, and override_gpu_arches() (not read) keeps the target archs.
-ROCM_FACTS = {
-    "VLLM_TARGET_DEVICE": "rocm",
-    "PYTORCH_FOUND_HIP": "TRUE",
-    "Python_VERSION": "3.12",
-    "VLLM_GPU_ARCHES": "gfx942;gfx950",
-}
-ROOT_DIRS = ("CMAKE_SOURCE_DIR", "CMAKE_CURRENT_SOURCE_DIR", "PROJECT_SOURCE_DIR")
+# The calls the ROCm build's compile units and their flags come from. Of the commands that
+# define a target, a target's first call counts: define_extension_target's own
+# Python_add_library of the same target adds nothing.
 TARGET_COMMANDS = {"define_extension_target", "define_gpu_extension_target"}
 TARGET_KEYWORDS = {
     "DESTINATION", "LANGUAGE", "SOURCES", "COMPILE_FLAGS", "ARCHITECTURES",
     "INCLUDE_DIRECTORIES", "LIBRARIES", "USE_SABI", "WITH_SOABI",
 }  # fmt: skip
-# Commands that compile, or bring in compiles, in ways the reader does not follow.
-UNREAD_COMMANDS = {
-    "target_sources", "add_executable", "python_add_library", "hip_add_library",
-    "cuda_add_library", "add_subdirectory", "fetchcontent_makeavailable", "externalproject_add",
-}  # fmt: skip
+# Commands that define a target, or add sources to one, in ways this reading does not follow.
+UNREAD_TARGETS = {"add_executable", "python_add_library", "hip_add_library", "cuda_add_library"}
+UNREAD_SOURCES = "target_sources"
 # Commands that set a target's compile flags (the first argument names it), or every
 # target's; and the variables that hold every target's flags.
 FLAG_COMMANDS = {
@@ -407,420 +312,179 @@ FLAG_COMMANDS = {
 GLOBAL_FLAG_COMMANDS = {
     "add_compile_definitions", "add_compile_options", "add_definitions", "include_directories",
 }  # fmt: skip
+HIPIFY = "hipify_sources_target"  # cmake/utils.cmake: (OUT NAME SOURCES), OUT the copies
+WATCHED = frozenset(
+    {*TARGET_COMMANDS, *UNREAD_TARGETS, *FLAG_COMMANDS, *GLOBAL_FLAG_COMMANDS, HIPIFY,
+     UNREAD_SOURCES, "add_library", "set", "set_source_files_properties"}
+)  # fmt: skip
 FLAG_VARIABLE = re.compile(r"CMAKE_\w+_(FLAGS|STANDARD)\w*")
 SOURCE_SUFFIXES = (".cu", ".hip", ".cpp", ".cc", ".cxx", ".c")
-TRUE_WORDS = {"1", "ON", "YES", "TRUE", "Y"}
-FALSE_WORDS = {"0", "OFF", "NO", "FALSE", "N", "IGNORE", "NOTFOUND", ""}
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-REFERENCE = re.compile(r"\$(ENV|CACHE)?\{([^${}]*)\}")
+LIBRARY_KINDS = {"STATIC", "SHARED", "MODULE", "OBJECT"}
+# What the image's ROCm build gives CMake (setup.py's -D, ROCm torch's find_package) as
+# rocmgraph reads it; the image sets no CXXFLAGS or HIPFLAGS, so CMake starts those empty
+# and a set() that adds to them reads as what it adds.
+_ROCM = cmake.rocm(cmake.ROCM_ARCHS)
+ROCM_FACTS = replace(
+    _ROCM, variables={**_ROCM.variables, "CMAKE_CXX_FLAGS": "", "CMAKE_HIP_FLAGS": ""}
+)
 
 
+@dataclass(frozen=True)
+class Target:
+    name: str
+    language: str  # LANGUAGE's value; "" for an add_library
+    sources: tuple[str, ...]  # repository paths
+    where: str  # file:line of the call that defines it
+
+
+@dataclass(frozen=True)
 class Reading:
-    """One pass over CMakeLists.txt (and the repository files it includes) as a ROCm build
-    runs it: branches decided from ROCM_FACTS where they can be, the rest printed."""
+    """What one run of the ROCm build's CMake gives: the targets it compiles, each flag
+    call by target name or source path ("" for every target's), what it did not decide."""
 
-    def __init__(self, read: Callable[[str], str | None], facts: Mapping[str, str]) -> None:
-        self.read = read
-        self.vars = {name: Var(tuple(value.split(";"))) for name, value in facts.items()}
-        self.vars.update({name: Var((".",)) for name in ROOT_DIRS})  # paths: the tree's
-        self.targets: list[Target] = []
-        self.notes: list[str] = []
-        self.files: list[str] = []  # the build files read: a change to them may change flags
-        # Flags by target name or source path; "": every target's.
-        self.flags: dict[str, list[str]] = defaultdict(list)
-        self.depth = 0  # of include()
+    targets: tuple[Target, ...]
+    flags: Mapping[str, tuple[str, ...]]
+    notes: tuple[str, ...]
+    files: tuple[str, ...]  # the build files read: a change to them may change flags
 
-    # Values
 
-    def expand(self, text: str) -> tuple[str, tuple[str, ...]]:
-        """``text`` with its ${...} replaced, and why any of them could not be."""
-        doubts: list[str] = []
-
-        def value(found: re.Match[str]) -> str:
-            var = self.vars.get(found.group(2)) if found.group(1) is None else None
-            if var is None or var.items is None:
-                doubts.append(f"{found.group()} is not set by the file")
-            else:
-                doubts.extend(var.doubts)
-            return ";".join(var.items or ()) if var else ""
-
-        for _ in range(8):  # ${${name}}: innermost first
-            text, count = REFERENCE.subn(value, text)
-            if not count:
-                break
-        return text, tuple(doubts)
-
-    def items(self, args: Iterable[Arg]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The list ``args`` make (each split at its semicolons), and what was not set."""
-        values: list[str] = []
-        doubts: list[str] = []
-        for arg in args:
-            text, why = self.expand(arg.text)
-            values.extend(item for item in text.split(";") if item)
-            doubts.extend(why)
-        return tuple(values), tuple(doubts)
-
-    def known(self, name: str) -> Var | None:
-        var = self.vars.get(name)
-        return var if var is not None and var.items is not None and not var.doubts else None
-
-    # Conditions (precedence as CMake's: parentheses, unary and binary tests, NOT, AND, OR)
-
-    def condition(self, args: Sequence[Arg]) -> bool | None:
-        end, value = self.any_of(args, 0)
-        return value if end == len(args) else None  # something it did not understand
-
-    def any_of(self, args: Sequence[Arg], pos: int) -> tuple[int, bool | None]:
-        pos, value = self.all_of(args, pos)
-        while pos < len(args) and args[pos] == Arg("OR", False):
-            pos, right = self.all_of(args, pos + 1)
-            value = or3(value, right)
-        return pos, value
-
-    def all_of(self, args: Sequence[Arg], pos: int) -> tuple[int, bool | None]:
-        pos, value = self.negation(args, pos)
-        while pos < len(args) and args[pos] == Arg("AND", False):
-            pos, right = self.negation(args, pos + 1)
-            value = and3(value, right)
-        return pos, value
-
-    def negation(self, args: Sequence[Arg], pos: int) -> tuple[int, bool | None]:
-        if pos < len(args) and args[pos] == Arg("NOT", False):
-            pos, value = self.negation(args, pos + 1)
-            return pos, not3(value)
-        return self.test(args, pos)
-
-    def test(self, args: Sequence[Arg], pos: int) -> tuple[int, bool | None]:
-        if pos >= len(args):
-            return pos, None
-        if args[pos] == Arg("(", False):
-            pos, value = self.any_of(args, pos + 1)
-            return pos + 1, value if pos < len(args) and args[pos] == Arg(")", False) else None
-        if args[pos] == Arg("DEFINED", False) and pos + 1 < len(args):
-            return pos + 2, True if self.known(args[pos + 1].text) else None
-        if pos + 2 < len(args) and not args[pos + 1].quoted and args[pos + 1].text in BINARY:
-            return pos + 3, self.binary(args[pos + 1].text, args[pos], args[pos + 2])
-        # Any other test (EXISTS, EQUAL, IN_LIST...) leaves words unread: undecided.
-        return pos + 1, self.truth(args[pos])
-
-    def operand(self, arg: Arg) -> str | None:
-        text, doubts = self.expand(arg.text)
-        if doubts:
-            return None
-        var = None if arg.quoted else self.vars.get(text)
-        if var is not None:
-            known = self.known(text)
-            return ";".join(known.items or ()) if known else None
-        # An unset name may be a variable the build environment sets (-D, find_package).
-        return None if not arg.quoted and NAME.fullmatch(text) else text
-
-    def truth(self, arg: Arg) -> bool | None:
-        text, doubts = self.expand(arg.text)
-        if doubts:
-            return None
-        if text.upper() in TRUE_WORDS or text.upper() in FALSE_WORDS or arg.quoted:
-            return text.upper() in TRUE_WORDS
-        value = self.operand(arg)
-        return None if value is None else not is_false(value)
-
-    def binary(self, op: str, left: Arg, right: Arg) -> bool | None:
-        a, b = self.operand(left), self.operand(right)
-        return None if a is None or b is None else BINARY[op](a, b)
-
-    # Commands
-
-    def run(self, name: str) -> None:
-        text = self.read(name) if self.depth < 8 else None  # include() cycles end here
-        if text is None:
-            self.notes.append(f"{name}: not in the tree, not read")
-            return
-        self.files.append(name)
-        outer = self.vars.get("CMAKE_CURRENT_LIST_DIR", Var(None))
-        self.vars["CMAKE_CURRENT_LIST_DIR"] = Var((posixpath.dirname(name) or ".",))
-        self.run_commands(commands(text, name), name)
-        self.vars["CMAKE_CURRENT_LIST_DIR"] = outer
-
-    def run_commands(self, found: Sequence[Command], name: str) -> None:
-        stack: list[Frame] = []
-        for command in found:
-            if self.step(command, stack):
-                return
-        if stack:
-            self.notes.append(f"{name}: {len(stack)} blocks never closed")
-
-    def step(self, command: Command, stack: list[Frame]) -> bool:
-        """Runs ``command``; True at a return() that ends the file."""
-        if self.flow(command, stack) or running(stack) is False:
-            return False
-        handler = self.handlers.get(command.name)
-        if handler is not None:
-            handler(command, running(stack))
-        return command.name == "return" and running(stack) is True
-
-    @functools.cached_property
-    def handlers(self) -> dict[str, Callable[[Command, bool | None], None]]:
-        targets = dict.fromkeys(TARGET_COMMANDS, self.target)
-        unread = dict.fromkeys(UNREAD_COMMANDS, self.unread)
-        flags = dict.fromkeys(FLAG_COMMANDS | GLOBAL_FLAG_COMMANDS, self.flag)
-        flags["set_source_files_properties"] = self.source_flags
-        return {
-            "set": self.set,
-            "list": self.list,
-            "file": self.file,
-            "include": self.include,
-            "add_library": self.library,
-            "hipify_sources_target": self.hipify,
-            "return": self.returns,
-            "message": self.message,
-            **targets,
-            **unread,
-            **flags,
-        }
-
-    def flow(self, command: Command, stack: list[Frame]) -> bool:
-        """Opens, moves on or closes a block; False if ``command`` is none of those."""
-        if command.name in OPENERS:
-            stack.append(self.open(command, running(stack) is False))
-        elif command.name in {"elseif", "else"}:
-            if not stack or stack[-1].kind != "if":
-                raise CMakeError(f"{command.where}: {command.name}() outside an if()")
-            stack[-1] = self.branch(stack[-1], command)
-        elif command.name in BLOCK_ENDS:
-            if not stack:
-                raise CMakeError(f"{command.where}: {command.name}() closes no block")
-            stack.pop()
+def read_cmake(read: cmake.Read) -> Reading:
+    evaluation = cmake.evaluate(read, ".", ROCM_FACTS, WATCHED)
+    copies = hipified(evaluation.calls)
+    targets: list[Target] = []
+    notes = [f"{where(c)}: {c.name}({shown(c.args[:1])}) is not read"
+             for c in evaluation.calls if c.name == UNREAD_SOURCES]  # fmt: skip
+    for call in defining(evaluation.calls):
+        if call.name in UNREAD_TARGETS:
+            notes.append(f"{where(call)}: {call.name}({shown(call.args[:1])}) is not read")
+        elif call.taken is not cmake.Taken.TAKEN:
+            notes.append(f"{where(call)}: {call.args[0]} is defined under {undecided(call)}")
         else:
-            return False
-        return True
-
-    def open(self, command: Command, outside: bool) -> Frame:
-        if command.name != "if":
-            return Frame(command.name, *OPENERS[command.name])
-        value = False if outside else self.condition(command.args)
-        return Frame("if", value, True if outside else value)
-
-    def branch(self, frame: Frame, command: Command) -> Frame:
-        if command.name == "else":
-            return replace(frame, state=not3(frame.done))
-        return next_branch(frame, self.condition(command.args))
-
-    def doubt(self, name: str, why: str) -> None:
-        var = self.vars.get(name, Var(()))
-        self.vars[name] = replace(var, doubts=(*var.doubts, why))
-
-    def set(self, command: Command, state: bool | None) -> None:
-        if not command.args:
-            return
-        name, args = command.args[0].text, list(command.args[1:])
-        args = [arg for arg in args if arg != Arg("PARENT_SCOPE", False)]
-        if FLAG_VARIABLE.fullmatch(name):
-            self.flags[""].append(self.describe(command, state))
-        if Arg("CACHE", False) in args:
-            if self.known(name) and Arg("FORCE", False) not in args:
-                return  # a cache entry keeps what -D gave it (ROCM_FACTS)
-            args = args[: args.index(Arg("CACHE", False))]
-        if state is None:
-            self.doubt(name, f"{command.where}: set under an undecided condition")
-            return
-        values, doubts = self.items(args)
-        self.vars[name] = Var(values, (command.where,), doubts)
-
-    def list(self, command: Command, state: bool | None) -> None:
-        if len(command.args) < 2:
-            return
-        operation, name = command.args[0].text, command.args[1].text
-        if state is None:
-            self.doubt(name, f"{command.where}: list({operation}) under an undecided condition")
-        elif operation in LIST_EDITS or operation == "FILTER":
-            var = self.vars.get(name, Var(()))
-            items, doubts = self.edit(operation, var.items or (), command.args[2:])
-            where = (*var.where, command.where)
-            self.vars[name] = Var(items, where, (*var.doubts, *doubts))
-        elif operation in LIST_QUERIES:
-            self.vars[command.args[-1].text] = Var(None, (command.where,))
-        else:
-            self.doubt(name, f"{command.where}: list({operation}) is not read")
-
-    def edit(
-        self, operation: str, items: tuple[str, ...], args: Sequence[Arg]
-    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        if operation == "FILTER":
-            return self.filtered(items, args)
-        values, doubts = self.items(args)
-        return LIST_EDITS[operation](items, values), doubts
-
-    def filtered(
-        self, items: tuple[str, ...], args: Sequence[Arg]
-    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """list(FILTER <list> INCLUDE|EXCLUDE REGEX <regex>)."""
-        pattern, doubts = self.expand(args[-1].text)
-        try:
-            compiled = re.compile(pattern)
-        except re.error:
-            return items, (f"list(FILTER ... REGEX {pattern}) is not read",)
-        keep = args[0] != Arg("EXCLUDE", False)
-        return tuple(i for i in items if (compiled.search(i) is not None) == keep), doubts
-
-    def file(self, command: Command, state: bool | None) -> None:
-        if command.args and command.args[0].text.startswith("GLOB"):
-            self.doubt(command.args[1].text, f"{command.where}: file(GLOB) is not read")
-
-    def include(self, command: Command, state: bool | None) -> None:
-        path, doubts = self.expand(command.args[0].text)
-        path = posixpath.normpath(path)
-        ours = "/" in path or path.endswith(".cmake")  # else a CMake module (FetchContent)
-        if doubts:
-            self.notes.append(f"{command.where}: include({command.args[0].text}) is not read")
-        elif ours and state is None:
-            self.notes.append(f"{command.where}: include({path}) under an undecided condition")
-        elif ours:
-            self.depth += 1
-            self.run(path)
-            self.depth -= 1
-
-    def target(self, command: Command, state: bool | None) -> None:
-        keywords = keyword_args(command.args[1:])
-        language = " ".join(self.items(keywords.get("LANGUAGE", []))[0])
-        self.add_target(command, state, language, keywords.get("SOURCES", []))
-        rest = but(keywords, "SOURCES")
-        self.flags[first(command)].append(self.describe(replace(command, args=rest), state))
-
-    def flag(self, command: Command, state: bool | None) -> None:
-        """A command that sets the flags of a target (its first argument), or of all."""
-        target = self.expand(first(command))[0] if command.name in FLAG_COMMANDS else ""
-        self.flags[target].append(self.describe(command, state))
-
-    def source_flags(self, command: Command, state: bool | None) -> None:
-        """set_source_files_properties(files... PROPERTIES ...): those files' flags."""
-        words = [arg.text for arg in command.args]
-        end = words.index("PROPERTIES") if "PROPERTIES" in words else len(words)
-        for path in self.items(command.args[:end])[0]:
-            self.flags[posixpath.normpath(path)].append(self.describe(command, state))
-
-    def describe(self, command: Command, state: bool | None) -> str:
-        args = " ".join(self.expand(arg.text)[0] for arg in command.args)
-        return f"{'' if state else 'undecided: '}{command.name}({args})"
-
-    def library(self, command: Command, state: bool | None) -> None:
-        """add_library(name [STATIC|SHARED|MODULE|OBJECT] sources...), as vLLM's
-        _rocm_C_skinny; an imported, alias or interface library compiles nothing."""
-        words = {arg.text for arg in command.args if not arg.quoted}
-        if not words & {"IMPORTED", "ALIAS", "INTERFACE"}:
-            sources = [a for a in command.args[1:] if a.quoted or a.text not in LIBRARY_KINDS]
-            self.add_target(command, state, "", sources)
-            self.flags[first(command)].append(" ".join(sorted(words & LIBRARY_KINDS)))
-
-    def add_target(
-        self, command: Command, state: bool | None, language: str, args: Sequence[Arg]
-    ) -> None:
-        name = first(command)
-        if state is None:
-            self.notes.append(f"{command.where}: {name} is defined under an undecided condition")
-            return
-        sources, doubts = self.items(arg for arg in args if not is_keyword(arg))
-        unknown = tuple(
-            f"{command.where}: {arg.text}: a keyword?" for arg in args if is_keyword(arg)
-        )
-        lists = tuple(self.provenance(arg) for arg in args if not is_keyword(arg))
-        self.targets.append(Target(name, language, sources, lists, (*doubts, *unknown)))
-
-    def hipify(self, command: Command, state: bool | None) -> None:
-        """hipify_sources_target(OUT NAME SOURCES) (cmake/utils.cmake) sets OUT to the
-        hipified copies of SOURCES: the same units, so OUT takes SOURCES."""
-        copy = [Arg(command.args[0].text, False), *command.args[2:]]
-        self.set(replace(command, args=tuple(copy)), state)
-
-    def unread(self, command: Command, state: bool | None) -> None:
-        under = "" if state else " (under an undecided condition)"
-        self.notes.append(f"{command.where}: {command.name}({first(command)}) is not read{under}")
-
-    def returns(self, command: Command, state: bool | None) -> None:
-        if state is None:
-            self.notes.append(f"{command.where}: return() under an undecided condition")
-
-    def message(self, command: Command, state: bool | None) -> None:
-        if state and command.args[:1] == (Arg("FATAL_ERROR", False),):
-            self.notes.append(f"{command.where}: a FATAL_ERROR is reached")
-
-    def provenance(self, arg: Arg) -> str:
-        names = [found.group(2) for found in REFERENCE.finditer(arg.text)]
-        if not names:
-            return arg.text
-        return ", ".join(f"{n} ({' '.join(self.vars.get(n, Var(())).where)})" for n in names)
+            target, unknown = target_of(call, copies)
+            targets.append(target)
+            notes.extend(unknown)
+    notes.extend(fetch_notes(evaluation))
+    flags = flags_of(evaluation.calls, copies)
+    return Reading(tuple(targets), flags, tuple(notes), evaluation.files)
 
 
-def first(command: Command) -> str:
-    return command.args[0].text if command.args else ""
+def defining(calls: Sequence[cmake.Called]) -> list[cmake.Called]:
+    """Each target's first defining call (CMake refuses a name defined twice, so a later
+    call of it is the defining function's own)."""
+    commands = {*TARGET_COMMANDS, *UNREAD_TARGETS, "add_library"}
+    found: dict[cmake.Value, cmake.Called] = {}
+    for call in calls:
+        if call.name in commands and call.args and not is_alias(call):
+            found.setdefault(call.args[0], call)
+    return list(found.values())
 
 
-def keyword_args(args: Sequence[Arg]) -> dict[str, list[Arg]]:
+def is_alias(call: cmake.Called) -> bool:
+    """An imported, alias or interface library compiles nothing."""
+    return call.name == "add_library" and bool({"IMPORTED", "ALIAS", "INTERFACE"} & {*call.args})
+
+
+def target_of(call: cmake.Called, copies: Mapping[str, str]) -> tuple[Target, tuple[str, ...]]:
+    """The target a taken call defines, and what of its sources is not known."""
+    if call.name == "add_library":
+        args = [a for a in call.args[1:] if a not in LIBRARY_KINDS]
+        language = ""
+    else:
+        keywords = keyword_args(call.args[1:])
+        args, language = keywords.get("SOURCES", []), shown(keywords.get("LANGUAGE", []))
+    sources = tuple(repository_path(s, copies) for s in items(args))
+    unknown = tuple(f"{where(call)}: {call.args[0]}: a source is not known"
+                    for a in args if a is cmake.UNKNOWN)  # fmt: skip
+    return Target(str(call.args[0]), language, sources, where(call)), unknown
+
+
+def hipified(calls: Sequence[cmake.Called]) -> dict[str, str]:
+    """Each hipified copy's path -> its source: cmake/utils.cmake's hipify_sources_target
+    names the copy of csrc/x.cu ${CMAKE_CURRENT_BINARY_DIR}/csrc/x.hip, "cuda" made "hip"."""
+    found = {}
+    for call in calls:
+        if call.name == HIPIFY and call.taken is cmake.Taken.TAKEN:
+            for source in items(call.args[2:]):
+                copy = re.sub("cuda", "hip", re.sub(r"\.cu$", ".hip", source))
+                found[posixpath.join(cmake.BUILD_DIR, copy)] = source
+    return found
+
+
+def repository_path(path: str, copies: Mapping[str, str]) -> str:
+    path = posixpath.normpath(copies.get(path, path))
+    return path.removeprefix(f"{cmake.ROOT}/")
+
+
+def items(args: Iterable[cmake.Value]) -> list[str]:
+    """The list the arguments make (a quoted one split at its semicolons), unknowns left out."""
+    return [item for a in args if isinstance(a, str) for item in cmake.split_list(a)]
+
+
+def flags_of(
+    calls: Sequence[cmake.Called], copies: Mapping[str, str]
+) -> dict[str, tuple[str, ...]]:
+    found: defaultdict[str, list[str]] = defaultdict(list)
+    for call in calls:
+        for key in flag_keys(call, copies):
+            found[key].append(describe(call))
+    return {key: tuple(values) for key, values in found.items()}
+
+
+def flag_keys(call: cmake.Called, copies: Mapping[str, str]) -> list[str]:
+    """Whose flags ``call`` sets: a target's name, a source's path, "" for every target."""
+    first = shown(call.args[:1])
+    if call.name in FLAG_COMMANDS | TARGET_COMMANDS or call.name == "add_library":
+        return [first]
+    if call.name in GLOBAL_FLAG_COMMANDS or (call.name == "set" and FLAG_VARIABLE.fullmatch(first)):
+        return [""]
+    if call.name == "set_source_files_properties":
+        end = call.args.index("PROPERTIES") if "PROPERTIES" in call.args else len(call.args)
+        return [repository_path(p, copies) for p in items(call.args[:end])]
+    return []
+
+
+def describe(call: cmake.Called) -> str:
+    """The call as its flags read: a target's sources are its units, not its flags."""
+    args: Sequence[cmake.Value] = call.args
+    if call.name in TARGET_COMMANDS:
+        kept = {k: v for k, v in keyword_args(call.args[1:]).items() if k != "SOURCES"}
+        args = [w for k, v in kept.items() for w in ([k, *v] if k else v)]
+    elif call.name == "add_library":
+        args = sorted(LIBRARY_KINDS.intersection(call.args))
+    undecided_ = "" if call.taken is cmake.Taken.TAKEN else "undecided: "
+    return f"{undecided_}{call.name}({shown(args)})"
+
+
+def keyword_args(args: Sequence[cmake.Value]) -> dict[str, list[cmake.Value]]:
     """A target function's arguments by keyword (cmake/utils.cmake's cmake_parse_arguments)."""
-    found: dict[str, list[Arg]] = {}
+    found: dict[str, list[cmake.Value]] = {}
     current = found.setdefault("", [])
     for arg in args:
-        if not arg.quoted and arg.text in TARGET_KEYWORDS:
-            current = found.setdefault(arg.text, [])
+        if arg in TARGET_KEYWORDS:
+            current = found.setdefault(str(arg), [])
         else:
             current.append(arg)
     return found
 
 
-def but(keywords: Mapping[str, Sequence[Arg]], dropped: str) -> tuple[Arg, ...]:
-    """The arguments ``keywords`` holds, in order, but the ``dropped`` keyword's."""
-    found: list[Arg] = []
-    for key, values in keywords.items():
-        if key != dropped:
-            found.extend([Arg(key, False), *values] if key else values)
-    return tuple(found)
+def shown(args: Iterable[cmake.Value]) -> str:
+    return " ".join("?" if a is cmake.UNKNOWN else str(a) for a in args)
 
 
-def is_keyword(arg: Arg) -> bool:
-    # A keyword this reader does not know would otherwise read as a source.
-    return not arg.quoted and re.fullmatch(r"[A-Z][A-Z0-9_]*", arg.text) is not None
+def where(call: cmake.Called) -> str:
+    return f"{call.file}:{call.line}"
 
 
-def is_false(value: str) -> bool:
-    return value.upper() in FALSE_WORDS or value.upper().endswith("-NOTFOUND")
+def undecided(call: cmake.Called) -> str:
+    return f"an undecided condition ({call.under})" if call.under else "an undecided condition"
 
 
-def version(text: str) -> tuple[int, ...]:
-    parts = [int(re.sub(r"\D.*", "", part) or 0) for part in text.split(".")]
-    return tuple(parts + [0] * (4 - len(parts)))
-
-
-def matches(value: str, pattern: str) -> bool | None:
-    try:
-        return re.search(pattern, value) is not None
-    except re.error:
-        return None
-
-
-BINARY: dict[str, Callable[[str, str], bool | None]] = {
-    "STREQUAL": lambda a, b: a == b,
-    "MATCHES": matches,
-    "VERSION_LESS": lambda a, b: version(a) < version(b),
-    "VERSION_GREATER": lambda a, b: version(a) > version(b),
-    "VERSION_EQUAL": lambda a, b: version(a) == version(b),
-    "VERSION_LESS_EQUAL": lambda a, b: version(a) <= version(b),
-    "VERSION_GREATER_EQUAL": lambda a, b: version(a) >= version(b),
-}
-LIST_EDITS: dict[str, Callable[[tuple[str, ...], tuple[str, ...]], tuple[str, ...]]] = {
-    "APPEND": lambda items, values: (*items, *values),
-    "PREPEND": lambda items, values: (*values, *items),
-    "REMOVE_ITEM": lambda items, values: tuple(i for i in items if i not in values),
-    "REMOVE_DUPLICATES": lambda items, _: tuple(dict.fromkeys(items)),
-}
-OPENERS: dict[str, tuple[bool | None, bool | None]] = {
-    "if": (None, None),  # decided by its condition
-    "function": (False, True),  # a definition runs only when called
-    "macro": (False, True),
-    "foreach": (None, None),  # not unrolled: what a loop does is undecided
-    "while": (None, None),
-    "block": (True, True),
-}
-LIBRARY_KINDS = {"STATIC", "SHARED", "MODULE", "OBJECT"}
-BLOCK_ENDS = {"endif", "endfunction", "endmacro", "endforeach", "endwhile", "endblock"}
-LIST_QUERIES = {"LENGTH", "GET", "JOIN", "SUBLIST", "FIND"}
+def fetch_notes(evaluation: cmake.Evaluation) -> Iterator[str]:
+    if evaluation.stopped:
+        yield f"a FATAL_ERROR is reached: {evaluation.stopped}"
+    for fetched in evaluation.fetches:
+        how = fetched.how if fetched.taken is cmake.Taken.TAKEN else f"{fetched.how}, undecided"
+        yield f"{fetched.file}:{fetched.line}: {fetched.name} is fetched ({how}): not read"
 
 
 # --- sgl-kernel's setup_rocm.py ------------------------------------------------------------
@@ -967,22 +631,16 @@ VLLM_INCLUDE_DIRS = ("csrc",)  # cmake/utils.cmake: define_extension_target adds
 
 def vllm_build(files: Files, commit: str) -> Build:
     tree = files.objects.tree(commit)
-    reading = Reading(lambda path: files.text(tree, path), ROCM_FACTS)
-    try:
-        reading.run("CMakeLists.txt")
-    except CMakeError as error:
-        reading.notes.append(str(error))
+    reading = read_cmake(lambda path: files.text(tree, path))
     keys, absent = unit_keys(reading, tree)
     lists = tuple(
-        f"{t.name} ({t.language or 'add_library'}): {len(set(t.sources))} from {'; '.join(t.lists)}"
+        f"{t.name} ({t.language or 'add_library'}): {len(set(t.sources))} from {t.where}"
         for t in reading.targets
     )
     lists = (f"read {', '.join(reading.files)}", *lists)
-    doubts = tuple(d for t in reading.targets for d in t.doubts)
     built = files.units(tree, keys, VLLM_INCLUDE_DIRS)
-    notes = (*reading.notes, *doubts, *absent)
     read = build_files(tree, (*reading.files, "cmake/hipify.py"))  # hipify.py rewrites each .cu
-    return Build("vllm", commit, built, lists, notes, read)
+    return Build("vllm", commit, built, lists, (*reading.notes, *absent), read)
 
 
 def unit_keys(
@@ -991,10 +649,10 @@ def unit_keys(
     """``target:path`` -> each source the tree has; the sources it lacks."""
     keys, absent = {}, []
     for target in reading.targets:
-        flags = (*reading.flags[""], *reading.flags[target.name])
-        for path in (posixpath.normpath(s) for s in target.sources if s.endswith(SOURCE_SUFFIXES)):
+        flags = (*reading.flags.get("", ()), *reading.flags.get(target.name, ()))
+        for path in (s for s in target.sources if s.endswith(SOURCE_SUFFIXES)):
             if path in tree:
-                own = (*flags, *reading.flags[path])
+                own = (*flags, *reading.flags.get(path, ()))
                 keys[f"{target.name}:{path}"] = Source(path, vllm_defines(target, path), own)
             else:
                 absent.append(f"{target.name}: {path} is not in the tree")
@@ -1003,7 +661,7 @@ def unit_keys(
 
 def vllm_defines(target: Target, path: str) -> frozenset[str]:
     # VLLM_GPU_FLAGS reach only the HIP compiles ($<COMPILE_LANGUAGE:HIP>): a .cpp of a HIP
-    # target, or a CXX target, is compiled with no macro this reader can vouch for.
+    # target, or a CXX target, is compiled with no macro this reading can vouch for.
     hip = target.language == "HIP" and path.endswith((".cu", ".hip"))
     return HIP_DEFINES if hip else frozenset()
 
@@ -1106,7 +764,7 @@ def median_share(found: Sequence[Pair], share: str = "share") -> float:
 
 
 def reading_lines(builds: Sequence[Build], when: Mapping[str, datetime]) -> Iterator[str]:
-    """What the reader took at each commit; a note already printed for the commit before is
+    """What the reading took at each commit; a note already printed for the commit before is
     counted, not repeated (its line number aside)."""
     before: set[str] = set()
     for build in builds:

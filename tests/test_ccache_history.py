@@ -202,13 +202,7 @@ def test_a_hit_whose_flags_changed_counts_only_as_a_hit() -> None:
     assert (counts.share, counts.flag_share) == (1.0, 0.0)
 
 
-# --- CMake ---------------------------------------------------------------------------------
-
-
-def reading(files: dict[str, str]) -> ch.Reading:
-    found = ch.Reading(files.get, ch.ROCM_FACTS)
-    found.run("CMakeLists.txt")
-    return found
+# --- CMake, through rocmgraph's evaluator --------------------------------------------------
 
 
 def sources(found: ch.Reading) -> dict[str, tuple[str, ...]]:
@@ -216,7 +210,10 @@ def sources(found: ch.Reading) -> dict[str, tuple[str, ...]]:
 
 
 def test_the_rocm_lists_of_the_real_cmakelists_excerpt() -> None:
-    found = reading({"CMakeLists.txt": (FIXTURES / "vllm_CMakeLists_excerpt.txt").read_text()})
+    # The real file's find_package(Torch), above the excerpt, is what tells it HIP.
+    text = "find_package(Torch REQUIRED)\n"
+    text += (FIXTURES / "vllm_CMakeLists_excerpt.txt").read_text()
+    found = ch.read_cmake({"CMakeLists.txt": text}.get)
     assert sources(found) == {
         "spinloop": ("csrc/spinloop.cpp",),
         "_C": (
@@ -239,10 +236,7 @@ def test_the_rocm_lists_of_the_real_cmakelists_excerpt() -> None:
         ),
     }
     assert [t.language for t in found.targets] == ["CXX", "HIP", "HIP", "HIP"]
-    assert found.notes == []  # every branch the excerpt takes or skips is decided
-    assert found.targets[1].lists == (
-        "VLLM_EXT_SRC (CMakeLists.txt:68 CMakeLists.txt:76)",  # the set, the HIP append
-    )
+    assert found.notes == ()  # every branch the excerpt takes or skips is decided
 
 
 def test_the_whole_cmakelists_at_the_pin_with_the_files_it_includes() -> None:
@@ -250,8 +244,7 @@ def test_the_whole_cmakelists_at_the_pin_with_the_files_it_includes() -> None:
         file = UPSTREAM_VLLM / path
         return file.read_text() if file.is_file() else None
 
-    found = ch.Reading(read, ch.ROCM_FACTS)
-    found.run("CMakeLists.txt")
+    found = ch.read_cmake(read)
     counts = {name: len(paths) for name, paths in sources(found).items()}
     assert counts == {
         "spinloop": 1,
@@ -261,13 +254,13 @@ def test_the_whole_cmakelists_at_the_pin_with_the_files_it_includes() -> None:
         "_moe_C": 4,
         "_rocm_C": 3,
     }
-    assert found.files == [
+    assert found.files == (
         "CMakeLists.txt",
         "cmake/utils.cmake",
         "cmake/external_projects/triton_kernels.cmake",
-    ]
+    )
     assert [note.split(": ", 1)[1] for note in found.notes] == [
-        "fetchcontent_makeavailable(triton_kernels) is not read"
+        "triton_kernels is fetched (made available): not read"
     ]
 
 
@@ -276,61 +269,43 @@ set(SRCS "csrc/a.cu")
 if(SOME_OPTION)
   list(APPEND SRCS "csrc/b.cu")
 endif()
-file(GLOB GLOBBED "csrc/*.cu")
-define_extension_target(_x LANGUAGE HIP SOURCES ${SRCS} ${GLOBBED} ${NEVER_SET})
-if(VLLM_GPU_LANG STREQUAL "HIP" AND NOT DEFINED ENV{X})
+define_extension_target(_x LANGUAGE HIP SOURCES ${SRCS} csrc/c.cu)
+if(SOME_OPTION)
   define_extension_target(_y LANGUAGE HIP SOURCES csrc/y.cu)
 endif()
+target_sources(_x PRIVATE csrc/d.cu)
 """
 
 
-def test_what_the_reader_cannot_decide_is_said_not_guessed() -> None:
-    found = reading({"CMakeLists.txt": UNDECIDED})
-    assert sources(found) == {"_x": ("csrc/a.cu",)}
-    assert found.targets[0].doubts == (
-        "CMakeLists.txt:4: list(APPEND) under an undecided condition",
-        "CMakeLists.txt:6: file(GLOB) is not read",
-        "${NEVER_SET} is not set by the file",
-    )
-    assert found.notes == ["CMakeLists.txt:9: _y is defined under an undecided condition"]
-
-
-@pytest.mark.parametrize(
-    ("condition", "expected"),
-    [
-        ('VLLM_GPU_LANG STREQUAL "HIP"', True),
-        ('VLLM_GPU_LANG STREQUAL "CUDA" AND CUDA_VERSION VERSION_GREATER_EQUAL 12.0', False),
-        ('VLLM_GPU_LANG STREQUAL "CUDA" OR VLLM_GPU_LANG STREQUAL "HIP"', True),
-        ('NOT (VLLM_TARGET_DEVICE STREQUAL "rocm")', False),
-        ('Python_VERSION VERSION_GREATER_EQUAL "3.11"', True),
-        ('VLLM_GPU_ARCHES MATCHES "gfx1100"', False),
-        ("${CMAKE_CUDA_COMPILER_VERSION} VERSION_GREATER_EQUAL 13.0", None),
-        ("HIP_FOUND OR PYTORCH_FOUND_HIP", True),
-        ("NOT HIP_FOUND", None),
-        ("EXISTS /opt/rocm", None),
-        ("OFF", False),
-    ],
-)
-def test_a_condition_is_decided_from_the_rocm_facts_or_left_undecided(
-    condition: str, expected: bool | None
-) -> None:
-    command = ch.commands(f"if({condition})\nendif()\n", "x")[0]
-    found = reading({"CMakeLists.txt": 'set(VLLM_GPU_LANG "HIP")\n'})
-    assert found.condition(command.args) is expected
-
-
-def test_an_else_after_an_undecided_branch_is_undecided() -> None:
-    text = 'if(SOME_OPTION)\nset(A "1")\nelse()\nset(A "2")\nendif()\n'
-    found = reading({"CMakeLists.txt": text})
-    assert found.vars["A"].doubts == (
-        "CMakeLists.txt:2: set under an undecided condition",
-        "CMakeLists.txt:4: set under an undecided condition",
+def test_what_the_evaluator_cannot_decide_is_said_not_guessed() -> None:
+    found = ch.read_cmake({"CMakeLists.txt": UNDECIDED}.get)
+    assert sources(found) == {"_x": ("csrc/c.cu",)}  # SRCS may or may not hold b.cu
+    assert found.notes == (
+        "CMakeLists.txt:10: target_sources(_x) is not read",
+        "CMakeLists.txt:6: _x: a source is not known",
+        "CMakeLists.txt:8: _y is defined under an undecided condition"
+        " (CMakeLists.txt:7: if(SOME_OPTION))",
     )
 
 
-def test_an_unclosed_command_names_its_line() -> None:
-    with pytest.raises(ch.CMakeError, match=r"x:2: the command's parenthesis is never closed"):
-        ch.commands('set(A "1")\nset(B\n', "x")
+HIPIFIED = """
+function(hipify_sources_target OUT_SRCS NAME ORIG_SRCS)
+  set(${OUT_SRCS} ${CMAKE_CURRENT_BINARY_DIR}/csrc/hip_view.hip PARENT_SCOPE)
+endfunction()
+hipify_sources_target(HIP_SRCS _skinny "csrc/cuda_view.cu")
+add_library(_skinny OBJECT ${HIP_SRCS})
+add_library(torch_alias ALIAS torch)
+set_source_files_properties(${HIP_SRCS} PROPERTIES LANGUAGE HIP)
+"""
+
+
+def test_an_add_library_of_hipified_copies_compiles_their_sources() -> None:
+    found = ch.read_cmake({"CMakeLists.txt": HIPIFIED}.get)
+    assert sources(found) == {"_skinny": ("csrc/cuda_view.cu",)}
+    assert found.flags["_skinny"] == ("add_library(OBJECT)",)
+    assert found.flags["csrc/cuda_view.cu"] == (
+        "set_source_files_properties(/build/csrc/hip_view.hip PROPERTIES LANGUAGE HIP)",
+    )
 
 
 # --- sgl-kernel's setup_rocm.py ------------------------------------------------------------
@@ -395,16 +370,20 @@ set_source_files_properties(csrc/b.cu PROPERTIES COMPILE_FLAGS -O1)
 if(VLLM_GPU_LANG STREQUAL "CUDA")
   target_compile_definitions(_x PRIVATE CUDA_ONLY)
 endif()
+if(SOME_OPTION)
+  target_compile_options(_x PRIVATE -g)
+endif()
 """
 
 
 def test_flags_are_read_per_target_and_per_source() -> None:
-    found = reading({"CMakeLists.txt": 'set(VLLM_GPU_LANG "HIP")' + FLAGS})
-    assert found.flags[""] == ["set(CMAKE_HIP_FLAGS  -Wno-unused-result)"]
-    assert found.flags["_x"] == [
+    found = ch.read_cmake({"CMakeLists.txt": 'set(VLLM_GPU_LANG "HIP")' + FLAGS}.get)
+    assert found.flags[""] == ("set(CMAKE_HIP_FLAGS  -Wno-unused-result)",)
+    assert found.flags["_x"] == (
         "define_extension_target(LANGUAGE HIP COMPILE_FLAGS -O3)",
         "target_compile_definitions(_x PRIVATE TORCH_TARGET_VERSION=0x020B)",
-    ]
-    assert found.flags["csrc/b.cu"] == [
-        "set_source_files_properties(csrc/b.cu PROPERTIES COMPILE_FLAGS -O1)"
-    ]
+        "undecided: target_compile_options(_x PRIVATE -g)",
+    )
+    assert found.flags["csrc/b.cu"] == (
+        "set_source_files_properties(csrc/b.cu PROPERTIES COMPILE_FLAGS -O1)",
+    )

@@ -207,6 +207,51 @@ endif()
     assert evaluation.files == ("CMakeLists.txt", "cmake/f.cmake")
 
 
+def test_lists_are_filtered_by_regex_as_cmake_filters_them() -> None:
+    evaluation = run({
+        "CMakeLists.txt": """
+set(SRCS a.cu b.cpp c.hip)
+list(FILTER SRCS EXCLUDE REGEX "\\.(cpp|hip)$")
+set(ARCHES gfx942 gfx1250)
+list(FILTER ARCHES INCLUDE REGEX "gfx9")
+if(NOT SRCS STREQUAL "a.cu" OR NOT ARCHES STREQUAL "gfx942")
+  message(FATAL_ERROR "wrong")
+endif()
+"""
+    })  # fmt: skip
+    assert (evaluation.stopped, evaluation.unknowns) == ("", ())
+
+
+def test_watched_calls_are_recorded_with_their_arguments_as_the_command_sees_them() -> None:
+    evaluation = cmake.evaluate(
+        {
+            "CMakeLists.txt": """
+function(define_target name)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  add_library(${name} "${ARG_SOURCES}")
+endfunction()
+set(SRCS a.cu b.cu)
+define_target(_x SOURCES ${SRCS} "c d.cu")
+if(SOMETHING_NEVER_SET)
+  define_target(_y SOURCES ${NEVER_SET})
+endif()
+"""
+        }.get,
+        ".",
+        ROCM,
+        watch={"define_target", "add_library"},
+    )
+    shown = [(c.name, c.args, c.line, c.taken, c.under) for c in evaluation.calls]
+    unknown = cmake.Unknown("CMakeLists.txt", 8, "SOMETHING_NEVER_SET")
+    assert shown == [
+        ("define_target", ("_x", "SOURCES", "a.cu", "b.cu", "c d.cu"), 7, Taken.TAKEN, None),
+        ("add_library", ("_x", "a.cu;b.cu;c d.cu"), 4, Taken.TAKEN, None),  # quoted: one
+        ("define_target", ("_y", "SOURCES", UNKNOWN), 9, Taken.UNDECIDED, unknown),
+        ("add_library", ("_y", UNKNOWN), 4, Taken.UNDECIDED, unknown),
+    ]
+    assert [c.file for c in evaluation.calls] == ["CMakeLists.txt"] * 4
+
+
 def test_a_fatal_error_in_a_decided_branch_stops_the_run() -> None:
     evaluation = run({"CMakeLists.txt": 'message(FATAL_ERROR "no ${VLLM_TARGET_DEVICE}")\n'})
     assert evaluation.stopped == "CMakeLists.txt:1: no rocm"
@@ -245,11 +290,9 @@ def test_what_the_rocm_build_cannot_decide_at_the_head() -> None:
         "cmake/utils.cmake:335: if(${arg_BUILD_PTX_FOR_ARCH})",
         "CMakeLists.txt:347: if(AMDHIP64_LIB)",
         "cmake/utils.cmake:55: if(TARGET hipify_all)",
-        "cmake/utils.cmake:75: foreach(SRC ${SRCS})",
         "cmake/utils.cmake:87: if(DEFINED _VLLM_LAST_HIPIFY_TARGET)",
         "CMakeLists.txt:1189: if(_STABLE_TORCH_AMDHIP64)",
         "CMakeLists.txt:1410: if(_MOE_STABLE_TORCH_AMDHIP64)",
-        "CMakeLists.txt:1435: if(VLLM_SKINNY_ARCHES)",
         "CMakeLists.txt:1477: if(TARGET _rocm_C_skinny)",
         "cmake/utils.cmake:101: if(TARGET hipify_all)",
     ]

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
 Read = Callable[[str], "str | None"]
 
 ROOT = "/src"  # where the tree sits for the CMake files: a path under it is read
+BUILD_DIR = "/build"  # CMAKE_BINARY_DIR: what the build generates is there
 MAX_ITERATIONS = 10_000  # a loop past this decides nothing more
 MAX_DEPTH = 100  # nested include()s and calls: CMake's own limit is near 1000
 SHOWN = 120  # characters of a condition a message quotes
@@ -607,11 +608,25 @@ class Fetched:
 
 
 @dataclass(frozen=True)
+class Called:
+    """A call of a command the caller asked to watch (a builtin or a function the files
+    define), its arguments as the command sees them: expanded, unquoted lists split."""
+
+    name: str  # lower case
+    args: tuple[Value, ...]
+    file: str
+    line: int
+    taken: Taken
+    under: Unknown | None = None  # for an undecided one: the condition it waits on, if any
+
+
+@dataclass(frozen=True)
 class Evaluation:
     fetches: tuple[Fetched, ...]
     unknowns: tuple[Unknown, ...]  # in the order met, each once
     files: tuple[str, ...]  # every file read, in the order first read
     stopped: str = ""  # a message(FATAL_ERROR) reached in a decided branch, with file:line
+    calls: tuple[Called, ...] = ()  # of the watched commands, in the order run
 
     @property
     def taken(self) -> tuple[Fetched, ...]:
@@ -622,22 +637,22 @@ class Evaluation:
         return tuple(f for f in self.fetches if f.taken is Taken.UNDECIDED)
 
 
-def evaluate(read: Read, folder: str, facts: Facts) -> Evaluation:
-    """Run ``folder``/CMakeLists.txt as CMake would from ``facts``."""
-    run = _Run(read, facts)
+def evaluate(read: Read, folder: str, facts: Facts, watch: Collection[str] = ()) -> Evaluation:
+    """Run ``folder``/CMakeLists.txt as CMake would from ``facts``; every call of a command
+    named in ``watch`` (lower case) is recorded with its arguments."""
+    run = _Run(read, facts, frozenset(watch))
     source = posixpath.normpath(posixpath.join(ROOT, folder))
     scope = _Scope(dict(facts.variables), None)
     for name in ("CMAKE_SOURCE_DIR", "CMAKE_CURRENT_SOURCE_DIR", "PROJECT_SOURCE_DIR"):
         scope.vars[name] = source
     for name in ("CMAKE_BINARY_DIR", "CMAKE_CURRENT_BINARY_DIR"):
-        scope.vars[name] = "/build"
+        scope.vars[name] = BUILD_DIR
     try:
         run.file(f"{source}/CMakeLists.txt", scope, _Where(True, (), None), 0)
     except _Stop as stop:
         run.stopped = str(stop)
-    return Evaluation(
-        tuple(run.fetched), tuple(dict.fromkeys(run.unknowns)), tuple(run.seen), run.stopped
-    )
+    unknowns = tuple(dict.fromkeys(run.unknowns))
+    return Evaluation(tuple(run.fetched), unknowns, tuple(run.seen), run.stopped, tuple(run.calls))
 
 
 # ---------------------------------------------------------------- running the files
@@ -699,8 +714,9 @@ _MODULES = {"fetchcontent", "externalproject", "checkcxxcompilerflag", "checkcso
 
 
 class _Run:
-    def __init__(self, read: Read, facts: Facts) -> None:
-        self.read, self.facts = read, facts
+    def __init__(self, read: Read, facts: Facts, watch: frozenset[str] = frozenset()) -> None:
+        self.read, self.facts, self.watch = read, facts, watch
+        self.calls: list[Called] = []
         self.parsed: dict[str, list[Command]] = {}
         self.seen: list[str] = []
         self.definitions: dict[str, _Definition] = {}
@@ -944,6 +960,8 @@ class _Run:
         self, command: Command, file: str, scope: _Scope, where: _Where, depth: int
     ) -> _Flow:
         name = command.name
+        if name in self.watch:
+            self.watched(command, file, scope, where)
         if name in self.definitions:
             return self.call(self.definitions[name], command, scope, where, depth)
         handler = _HANDLERS.get(name)
@@ -982,6 +1000,13 @@ class _Run:
         child = _Scope({**scope.vars, **bound}, scope)
         self.block(definition.body, definition.file, child, where, depth + 1)
         return _Flow.NEXT
+
+    def watched(self, command: Command, file: str, scope: _Scope, where: _Where) -> None:
+        taken = Taken.TAKEN if where.certain else Taken.UNDECIDED
+        args = tuple(self.values(command.args, scope))
+        self.calls.append(
+            Called(command.name, args, _relative(file), command.line, taken, where.under)
+        )
 
     def record(self, fetched: Fetched) -> None:
         if fetched.url:
@@ -1232,7 +1257,21 @@ def _list_op(op: str, current: Value, rest: Sequence[Value]) -> tuple[str, Value
         return args[-1], join_list(picked)
     if op == "JOIN" and len(args) == 2:
         return args[1], args[0].join(items)
+    if op == "FILTER" and len(args) == 3 and args[1] == "REGEX":
+        return _filtered(items, args[0], args[2])
     return None
+
+
+def _filtered(items: Sequence[str], mode: str, pattern: str) -> tuple[str, Value] | None:
+    """list(FILTER <list> INCLUDE|EXCLUDE REGEX <regex>)."""
+    try:
+        compiled = re.compile(_python_regex(pattern))
+    except re.error:
+        return None
+    if mode not in {"INCLUDE", "EXCLUDE"}:
+        return None
+    keep = mode == "INCLUDE"
+    return "", join_list([i for i in items if (compiled.search(i) is not None) == keep])
 
 
 def _string(run: _Run, command: Command, _file: str, scope: _Scope, where: _Where, _d: int) -> None:

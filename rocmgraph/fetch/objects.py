@@ -103,7 +103,7 @@ class Snapshot:
             return not self._open or (inside[0] in self._subs and
                                       self._subs[inside[0]].ready(inside[1]))  # fmt: skip
         entry = self._entries.get(_normal(path) or "")
-        return entry is None or entry.kind != "blob" or entry.sha in self._bytes
+        return entry is None or entry.kind != "blob" or entry.sha in self._have
 
     def load(self, paths: Iterable[str]) -> None:
         own: list[str] = []

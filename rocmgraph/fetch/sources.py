@@ -152,7 +152,7 @@ class Origin:
 
 
 class SourceCache:
-    """Checked-out trees by full commit id (see the module's docstring)."""
+    """Trees by full commit id, checked out or as git objects (see the module's docstring)."""
 
     def __init__(self, root: Path, mirrors: Mirrors = Mirrors(), timeout: float = 3600) -> None:
         self.root = root

@@ -163,9 +163,10 @@ def test_a_patch_tree_that_cannot_be_fetched_is_unknown_beside_every_other_row(
         kernel_as_submodule(world, tmp_path, f"{closed}/sgl-kernel.git")
         code, document, err = audit(world)
     assert code == 2
-    # the pin, and preflight's reading of the tree it shares with SGLang
-    assert err == f"error: audit: 3 of {len(document['rows'])} pins could not be checked\n"
-    assert rows(document)["[sources.sglang] path"]["value"] == "tree not read"
+    # the pin, and preflight's reading of its folder; SGLang's own facts read no submodule
+    assert err == f"error: audit: 2 of {len(document['rows'])} pins could not be checked\n"
+    assert rows(document)["[sources.sgl_kernel] path"]["value"] == "tree not read"
+    assert "[sources.sglang] path" not in rows(document)
     kernel = rows(document)["[sources.sgl_kernel].commit"]
     assert (kernel["exists"], kernel["patches"], kernel["problems"]) == (True, "unknown", [])
     assert kernel["unknown"] == [

@@ -15,6 +15,7 @@ from world import fixture_folder
 from rocmgraph.common.errors import Unchecked
 from rocmgraph.config import pins
 from rocmgraph.demo import upstreams
+from rocmgraph.fetch.objects import Checkout
 from rocmgraph.trees import cmake, preflight, treefacts
 from rocmgraph.trees.preflight import Fact, PreflightError, Row, Verdict
 
@@ -36,8 +37,8 @@ def check(text: str, trees: dict[str, Path] = TREES) -> list[Row]:
     """The rows of ``text`` (a pins file) against the committed trees."""
     real = pins.loads(text, "pins.toml")
 
-    def fetch(name: str, _source: pins.GitSource) -> Path:
-        return trees[name]
+    def fetch(name: str, _source: pins.GitSource) -> Checkout:
+        return Checkout(trees[name])
 
     return preflight.check(real, fetch, sorted(trees))
 
@@ -211,8 +212,8 @@ def test_a_git_version_without_a_variable_the_build_reads_is_a_mismatch() -> Non
 def test_a_tree_that_cannot_be_read_is_unread_and_the_rest_still_shown(tmp_path: Path) -> None:
     real = pins.loads(real_pins(), "pins.toml")
 
-    def fetch(name: str, _source: pins.GitSource) -> Path:
-        return TREES[name] if name != "verl" else tmp_path / "empty"
+    def fetch(name: str, _source: pins.GitSource) -> Checkout:
+        return Checkout(TREES[name] if name != "verl" else tmp_path / "empty")
 
     rows = preflight.check(real, fetch, sorted(TREES))
     unread = [r for r in rows if r.verdict is Verdict.UNREAD]
@@ -251,12 +252,12 @@ def test_the_demo_trees_carry_the_real_quirks_preflight_reads(tmp_path: Path) ->
     demo = pins.load(ROOT / "demo" / "pins.toml")
     repos = {"sgl_kernel": "sglang", "triton_kernels": "triton"}
 
-    def fetch(name: str, _source: pins.GitSource) -> Path:
+    def fetch(name: str, _source: pins.GitSource) -> Checkout:
         tree = tmp_path / "trees" / name
         for path, text in upstreams.histories()[repos.get(name, name)][0][1].items():
             (tree / path).parent.mkdir(parents=True, exist_ok=True)
             (tree / path).write_text(text)
-        return tree
+        return Checkout(tree)
 
     names = ["causal_conv1d", "sgl_kernel", "sglang", "triton_kernels", "verl", "vllm"]
     rows = preflight.check(demo, fetch, names)

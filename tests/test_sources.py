@@ -418,7 +418,7 @@ def test_files_fetch_no_submodule_that_no_path_is_inside(tmp_path: Path) -> None
                           dest)  # fmt: skip
     assert present == {"python/setup.py", "python", "sgl-kernel", "3rdparty/gone"}
     assert listing(dest) == ["python/setup.py"]
-    assert sorted(p.name for p in (tmp_path / "cache" / "own").iterdir()) == [pinned]
+    assert sorted(p.name for p in (tmp_path / "cache" / "objects").iterdir()) == [pinned]
     assert not (tmp_path / "cache" / "git").exists()  # no complete tree was made
 
 
@@ -434,7 +434,7 @@ def test_files_fetch_only_the_submodules_that_hold_a_path(tmp_path: Path) -> Non
     )
     assert present == {"sgl-kernel/setup_rocm.py", "sgl-kernel/third/inner/inner.h"}
     assert listing(dest) == ["sgl-kernel/setup_rocm.py", "sgl-kernel/third/inner/inner.h"]
-    assert len(list((tmp_path / "cache" / "own").iterdir())) == 3  # top, kernels, inner
+    assert len(list((tmp_path / "cache" / "objects").iterdir())) == 3  # top, kernels, inner
 
 
 def test_a_submodule_that_cannot_be_fetched_is_named_with_the_url_tried(tmp_path: Path) -> None:
@@ -469,7 +469,7 @@ def test_files_come_from_the_complete_tree_when_it_is_cached(tmp_path: Path) -> 
     shutil.rmtree(top)  # offline from here on
     present = cache.files("sglang", pin, ["third_party/sub/kernel.h"], tmp_path / "dest")
     assert present == {"third_party/sub/kernel.h"}
-    assert not (tmp_path / "cache" / "own").exists()
+    assert not (tmp_path / "cache" / "objects").exists()
 
 
 def listing(root: Path) -> list[str]:

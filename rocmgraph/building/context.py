@@ -33,6 +33,7 @@ from rocmgraph.common.errors import FetchError, GraphToolError, LockError
 from rocmgraph.common.fsutil import link_tree, settle
 from rocmgraph.common.layout import ROOT
 from rocmgraph.config.pins import KeyedRepo, Pins
+from rocmgraph.fetch.objects import Checkout
 from rocmgraph.fetch.store import Store
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import keys
@@ -142,7 +143,7 @@ def _sealed(stage: str, name: str, pins: Pins, tree: Path) -> None:
     the network off it would fail at its CMake configure 200 lines into the log, with it on
     it would take whatever a tag names today (and a closure lock would not record it)."""
     source = pins.sources[name]
-    read = preflight.tree_reader(tree, tree, source.overlay)
+    read = preflight.tree_reader(Checkout(tree), tree, source.overlay)
     for folder in source.subdirs:
         for fetch in preflight.build_fetches(read, folder, preflight.rocm_build(pins, source)):
             row = preflight.fetch_rows(name, source, pins, [fetch])[0]

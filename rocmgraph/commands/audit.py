@@ -97,7 +97,7 @@ def audit_pins(run: Run, outside: Outside) -> list[Row]:
         rows.append(_version_row(Pinned.PYTHON, pin, version))
     rows = [_provided(row) if _only_provided(graph, pins, row) else row for row in rows]
     names = preflight.built_here(run)
-    return rows + [_fact(row) for row in preflight.check(pins, sources.tree, names)
+    return rows + [_fact(row) for row in preflight.check(pins, sources.snapshot, names)
                    if row.verdict is not preflight.Verdict.OK]  # fmt: skip
 
 

@@ -369,7 +369,7 @@ def _follow(
 def _preflight(pins: Pins, sources: SourceCache, name: str, moved: GitSource) -> list[Row]:
     """What preflight finds in the tree at the new commit (its rows of ``name``)."""
     at = dataclasses.replace(pins, sources={**pins.sources, name: moved})
-    return preflight.check(at, sources.tree, [name])
+    return preflight.check(at, sources.snapshot, [name])
 
 
 def _stated_version(facts: list[Row]) -> str:

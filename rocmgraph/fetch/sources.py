@@ -5,12 +5,14 @@ checked: it is fetched into a temporary directory, its HEAD compared with the
 pin, its submodules checked out, and then renamed into place. A cached commit
 is trusted by its id, so a no-op build never touches the network.
 
-Two kinds of tree, both by commit id:
-- ``git/<commit>``: complete, submodules included (as the pin asks): what a
-  build copies into its context;
-- ``own/<commit>``: the commit's own files, no submodules: what a check needs
-  (``files``). A check fetches a submodule only when it asks for a path
-  inside it, so an unreachable submodule no patch touches never stops it.
+Two kinds of copy, both by commit id:
+- ``git/<commit>``: the complete tree, checked out, submodules included (as the
+  pin asks): what a build copies into its context;
+- ``objects/<commit>``: the commit's trees alone, a partial repository
+  (``--filter=blob:none``) that fetches a blob when it is first read: what a
+  check reads (``snapshot``, ``files``). A blob no check reads is never fetched,
+  so a mirror that lacks one (or a huge tree) stops no check; a submodule is
+  fetched the same way when a path inside it is read.
 
 Mirrors, for air-gapped sites: a source's own ``mirror``, or URL prefix
 rewrites (``[mirrors]`` in the pins, ``VERL_GRAPH_MIRRORS`` in the
@@ -32,6 +34,8 @@ from rocmgraph.common import failpoints
 from rocmgraph.common.errors import FetchError
 from rocmgraph.common.fsutil import build_dir, owned
 from rocmgraph.config.pins import GitSource, Pins
+from rocmgraph.fetch.objects import Checkout, Files, Snapshot, Submodule, copy, paths_and_urls
+from rocmgraph.outside import git as objects
 from rocmgraph.outside import leftovers
 from rocmgraph.outside.git import git
 from rocmgraph.outside.proc import CommandFailed
@@ -79,13 +83,6 @@ def _covers(prefix: str, url: str) -> bool:
         return False
     rest = url[len(prefix) :]
     return not rest or rest.startswith("/") or prefix.endswith(("/", ":"))
-
-
-@dataclass(frozen=True)
-class Submodule:
-    path: str  # in its superproject's tree
-    url: str  # as .gitmodules writes it (perhaps relative)
-    commit: str  # what the superproject's tree pins
 
 
 @dataclass(frozen=True)
@@ -155,7 +152,7 @@ class Origin:
 
 
 class SourceCache:
-    """Checked-out trees by full commit id (see the module's docstring)."""
+    """Trees by full commit id, checked out or as git objects (see the module's docstring)."""
 
     def __init__(self, root: Path, mirrors: Mirrors = Mirrors(), timeout: float = 3600) -> None:
         self.root = root
@@ -216,44 +213,63 @@ class SourceCache:
     def files(
         self, name: str, source: GitSource, paths: Iterable[str], dest: Path
     ) -> frozenset[str]:
-        """Copy the files among ``paths`` of ``source`` at its commit into ``dest``.
+        """Copy the files among ``paths`` of ``source`` at its commit into ``dest``; the
+        paths that exist there, files or folders (a folder is only looked at, not copied)."""
+        return copy(self.snapshot(name, source), paths, dest)
 
-        Returns the paths that exist there, files or directories (a directory
-        is only looked at, not copied). The complete tree serves when cached;
-        else the commit's own files, and only the submodules that hold one of
-        ``paths``.
-        """
+    def snapshot(self, name: str, source: GitSource) -> Files:
+        """The files of ``source`` at its commit, to read: the complete tree when it is
+        cached, else git's objects (``objects/<commit>``), each blob fetched when first read,
+        and a submodule's (as the pin asks for them) when a path inside it is."""
         commit = _pinned(name, source)
         complete = self.cached(commit)
         if complete:
-            return frozenset(path for path in paths if _copy(complete, path, dest))
-        return self._files(Origin(name, self.url(source), commit), paths, dest, source.submodules)
+            return Checkout(complete)
+        return self._snapshot(Origin(name, self.url(source), commit), source.submodules)
 
-    def _files(
-        self, origin: Origin, paths: Iterable[str], dest: Path, submodules: bool
-    ) -> frozenset[str]:
-        tree = self._own(origin)
-        subs = {sub.path: sub for sub in _submodules_of(tree)} if submodules else {}
-        present: set[str] = set()
-        inside: dict[str, list[str]] = {}
-        for path in paths:
-            holder = next((sub for sub in subs if path.startswith(f"{sub}/")), None)
-            if holder is not None:
-                inside.setdefault(holder, []).append(path[len(holder) + 1 :])
-            elif _copy(tree, path, dest):
-                present.add(path)
-        for holder, wanted in sorted(inside.items()):
-            origin_of = origin.submodule_origin(subs[holder], self.mirrors)
-            found = self._files(origin_of, wanted, dest / holder, True)
-            present |= {f"{holder}/{path}" for path in found}
-        return frozenset(present)
+    def _snapshot(self, origin: Origin, submodules: bool) -> Snapshot:
+        final = self.root / "objects" / origin.commit
+        if not final.is_dir():
+            build_dir(final, self.scratch, lambda work: self._partial(origin, work))
 
-    def _own(self, origin: Origin) -> Path:
-        """``own/<commit>``: the commit's own files, fetched once."""
-        final = self.root / "own" / origin.commit
-        if final.is_dir():
-            return final
-        return build_dir(final, self.scratch, lambda work: self._checkout(origin, work))
+        def fetch(shas: list[str]) -> None:
+            self._blobs(origin, final, shas)
+
+        def open_(sub: Submodule) -> Files:
+            return self._snapshot(origin.submodule_origin(sub, self.mirrors), True)
+
+        return Snapshot(final, origin.commit, fetch, open_ if submodules else None)
+
+    def _partial(self, origin: Origin, work: Path) -> None:
+        """``origin``'s commit and its trees in ``work``, a new partial repository whose
+        promisor is where they came from: no blob, unless the server ignores the filter
+        (git warns, and sends them all)."""
+        git("init", "--quiet", "--bare", cwd=work, timeout=60)
+        for key, value in (("core.repositoryformatversion", "1"),
+                           ("extensions.partialClone", "origin"), ("remote.origin.url", origin.url),
+                           ("remote.origin.promisor", "true"),
+                           ("remote.origin.partialclonefilter", "blob:none")):  # fmt: skip
+            git("config", key, value, cwd=work, timeout=60)
+        try:  # the commit alone, when the server allows it (GitHub does)
+            git("fetch", "--quiet", "--depth=1", "--filter=blob:none", origin.url, origin.commit,
+                cwd=work, timeout=self.timeout, env=objects.OFFLINE)  # fmt: skip
+        except CommandFailed:
+            self._fetch_all(origin, work, "--filter=blob:none", env=objects.OFFLINE)
+        if origin.commit not in objects.present(work):
+            raise origin.missing()
+
+    def _blobs(self, origin: Origin, git_dir: Path, shas: list[str]) -> None:
+        """The blobs ``shas`` fetched at once into ``git_dir``, from where its commit came."""
+        try:
+            git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                "--recurse-submodules=no", "--filter=blob:none", "--stdin", origin.url,
+                cwd=git_dir, config={"fetch.negotiationAlgorithm": "noop"}, env=objects.OFFLINE,
+                input_text="".join(f"{sha}\n" for sha in shas), timeout=self.timeout)  # fmt: skip
+        except CommandFailed as exc:
+            withheld = _NOT_OURS.search(exc.stderr)
+            if withheld:  # a blob of a tree it sent: it lacks it (protocol v2 gives any it has)
+                raise origin.damaged(f"object {withheld[1]}") from None
+            raise origin.failed(exc) from None
 
     def _checkout(self, origin: Origin, work: Path) -> None:
         """``origin``'s commit checked out in ``work`` (an empty directory), no submodules."""
@@ -279,11 +295,13 @@ class SourceCache:
             self._checkout(inner, tree / sub.path)
             self._submodules(inner, tree / sub.path)
 
-    def _fetch_all(self, origin: Origin, work: Path) -> None:
+    def _fetch_all(
+        self, origin: Origin, work: Path, *options: str, env: Mapping[str, str] | None = None
+    ) -> None:
         """Branches and tags: for servers that refuse a fetch by id, or to name the failure."""
         try:
-            git("fetch", "--quiet", origin.url, "+refs/heads/*:refs/remotes/origin/*",
-                "+refs/tags/*:refs/tags/*", cwd=work, timeout=self.timeout)  # fmt: skip
+            git("fetch", "--quiet", *options, origin.url, "+refs/heads/*:refs/remotes/origin/*",
+                "+refs/tags/*:refs/tags/*", cwd=work, timeout=self.timeout, env=env)  # fmt: skip
         except CommandFailed as exc:
             raise origin.failed(exc) from None
 
@@ -422,16 +440,8 @@ def _submodules_of(tree: Path) -> list[Submodule]:
                   cwd=tree, timeout=60)  # fmt: skip
     except CommandFailed:  # exit 1: no entries
         return []
-    entries: dict[str, dict[str, str]] = {}
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        name, _, field = key.removeprefix("submodule.").rpartition(".")
-        entries.setdefault(name, {})[field] = value
     found = []
-    for entry in entries.values():
-        path, url = entry.get("path", ""), entry.get("url", "")
-        if not path or not url:
-            continue
+    for path, url in paths_and_urls(out).items():
         listed = git("ls-tree", "HEAD", "--", path, cwd=tree, timeout=60).split()
         if listed[:2] == ["160000", "commit"]:  # mode, type, id, path: a gitlink
             found.append(Submodule(path, url, listed[2]))
@@ -449,16 +459,6 @@ def _join(base: str, relative: str) -> str:
             base = base.rsplit("/", 1)[0]
         else:
             return f"{base}/{relative}"
-
-
-def _copy(tree: Path, path: str, dest: Path) -> bool:
-    """Copy the file ``path`` of ``tree`` into ``dest``; whether it exists (a directory does)."""
-    source = tree / path
-    if source.is_file():
-        (dest / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, dest / path)
-        return True
-    return source.is_dir()
 
 
 _REASONS = (  # git's words (which carry timings and ports) -> a stable reason
@@ -483,6 +483,8 @@ _UNREADABLE = re.compile(
 )
 # ... and the ones that name no object.
 _DAMAGED = ("possible repository corruption", "did not send all necessary objects")
+# upload-pack's words for an object asked for by id that it does not give.
+_NOT_OURS = re.compile(r"not our ref " + _OBJECT_ID)
 # Dumb HTTP says "Unable to find <id> under <url>" for an object missing there, and for
 # one in a pack whose transfer was cut: damage only when the transfer itself went well.
 _NOT_UNDER = re.compile(r"Unable to find " + _OBJECT_ID)

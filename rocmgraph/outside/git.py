@@ -73,8 +73,10 @@ def _argv(config: Mapping[str, str] | None = None) -> list[str]:
 # ---------------------------------------------------------------- objects, read as stored
 
 # A partial clone would fetch a missing object from its promisor remote: reading objects
-# here never goes to the network, an object a copy lacks is reported missing.
-_OFFLINE = {"GIT_NO_LAZY_FETCH": "1"}
+# here never goes to the network, an object a copy lacks is reported missing. A fetch into
+# one is given it too: a transfer cut half way would otherwise send git after each object
+# it lacks, one fetch at a time, until the timeout.
+OFFLINE = {"GIT_NO_LAZY_FETCH": "1"}
 
 
 @dataclass(frozen=True)
@@ -94,13 +96,25 @@ def missing(git_dir: Path, objects: Iterable[str]) -> set[str]:
     if not wanted:
         return set()
     out = git("--git-dir", str(git_dir), "cat-file", "--batch-check", input_text=wanted,
-              env=_OFFLINE)  # fmt: skip
+              env=OFFLINE)  # fmt: skip
     return {line.split()[0] for line in out.splitlines() if line.endswith(" missing")}
 
 
 def tree(git_dir: Path, treeish: str) -> list[Entry]:
     """The entries of one tree (a tree's id, or a commit's for its root), not recursing."""
-    out = git("--git-dir", str(git_dir), "ls-tree", "-z", "--full-tree", treeish, env=_OFFLINE)
+    out = git("--git-dir", str(git_dir), "ls-tree", "-z", "--full-tree", treeish, env=OFFLINE)
+    return _entries(out)
+
+
+def listing(git_dir: Path, commit: str) -> list[Entry]:
+    """Every entry below ``commit``'s root, folders too, each ``name`` its path: trees only,
+    so a partial copy (``--filter=blob:none``) answers without a blob."""
+    out = git("--git-dir", str(git_dir), "ls-tree", "-r", "-t", "-z", "--full-tree", commit,
+              env=OFFLINE, timeout=600)  # fmt: skip
+    return _entries(out)
+
+
+def _entries(out: str) -> list[Entry]:
     entries = []
     for record in out.split("\0"):
         if record:
@@ -114,4 +128,30 @@ def blob(git_dir: Path, sha: str) -> bytes:
     """Blob ``sha``'s bytes as stored: no filter, no line ending converted, so their git
     hash is ``sha`` again."""
     argv = [*_argv(), "--git-dir", str(git_dir), "cat-file", "blob", sha]
-    return proc.read(argv, lambda out: out.read(), env={**os.environ, **_ENV, **_OFFLINE})
+    return proc.read(argv, lambda out: out.read(), env={**os.environ, **_ENV, **OFFLINE})
+
+
+def present(git_dir: Path) -> set[str]:
+    """The ids of every object ``git_dir`` holds itself (a partial copy lacks those its
+    filter left out, and never fetches them here)."""
+    out = git("--git-dir", str(git_dir), "cat-file", "--batch-all-objects",
+              "--batch-check=%(objectname)", env=OFFLINE, timeout=600)  # fmt: skip
+    return set(out.split())
+
+
+def blobs(git_dir: Path, shas: Iterable[str]) -> dict[str, bytes]:
+    """The bytes of each of the blobs ``shas``, as stored, read by one ``cat-file --batch``;
+    one that ``git_dir`` lacks is a CommandFailed (git does not fetch it)."""
+    wanted = "".join(f"{sha}\n" for sha in dict.fromkeys(shas))
+    if not wanted:
+        return {}
+    argv = [*_argv(), "--git-dir", str(git_dir), "cat-file", "--batch"]
+    out = proc.exchange(argv, wanted.encode(), env={**os.environ, **_ENV, **OFFLINE}, timeout=600)
+    found: dict[str, bytes] = {}
+    at = 0
+    while at < len(out):  # "<id> <type> <size>\n<bytes>\n" per object
+        end = out.index(b"\n", at)
+        sha, _, size = out[at:end].decode().split()
+        found[sha] = out[end + 1 : end + 1 + int(size)]
+        at = end + 2 + int(size)
+    return found

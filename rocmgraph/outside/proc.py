@@ -73,7 +73,7 @@ def run(
     return subprocess.CompletedProcess(list(argv), process.returncode, stdout, stderr)
 
 
-def _end_group(process: subprocess.Popen[str]) -> None:
+def _end_group(process: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """Kill ``process`` and every process it started, and wait for it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
@@ -203,6 +203,32 @@ def pipe(producer: Sequence[str], consumer: Sequence[str], *, timeout: float | N
     if second.returncode != 0:
         raise CommandFailed(consumer, second.returncode, second.stderr.decode(errors="replace"))
     return second.stdout.decode(errors="replace")
+
+
+def exchange(
+    argv: Sequence[str], data: bytes, *, env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> bytes:  # fmt: skip
+    """``argv``'s stdout, as bytes, given ``data`` on its stdin; raise CommandFailed on a
+    non-zero exit (a timeout ends it as ``run`` does)."""
+    try:
+        process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, start_new_session=True,
+                                   env=dict(env) if env is not None else None)  # fmt: skip
+    except FileNotFoundError:
+        raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
+    with process:
+        try:
+            stdout, stderr = process.communicate(data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end_group(process)
+            raise CommandFailed(argv, -1, f"timed out after {timeout} s") from None
+        except BaseException:
+            _end_group(process)
+            raise
+    if process.returncode != 0:
+        raise CommandFailed(argv, process.returncode, stderr.decode(errors="replace"))
+    return stdout
 
 
 T = TypeVar("T")

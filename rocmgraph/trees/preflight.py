@@ -7,16 +7,15 @@ build makes by itself (given as a pinned tree, or marked as not taken, with why)
 variables it reads and how it splits them, the build requirements the pinned tools must
 meet (pip's --no-build-isolation checks none), and the paths the pins name in it. One row per
 fact, with file and line. ``rows`` is pure over the trees' readers; ``run_preflight``
-fetches them.
+reads them from git's objects, fetching only the files read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -27,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from rocmgraph.common.errors import Answer, FetchError, GraphToolError, PatchError, Unchecked
 from rocmgraph.config.kinds import SEPARATORS
 from rocmgraph.config.pins import GitSource, Pins, format_path, repository
+from rocmgraph.fetch.objects import Files, copy
 from rocmgraph.fetch.world import Outside
 from rocmgraph.graph.invocation import Run
 from rocmgraph.trees import cmake, patches, treefacts
@@ -317,55 +317,112 @@ def _is_folder(read: Read, path: str) -> bool:
 # ---------------------------------------------------------------- the trees, fetched
 
 
-def tree_reader(tree: Path, patched: Path, overlay: Mapping[str, str]) -> Read:
-    """A tree as its stage builds it: patched files from ``patched``, the overlay's targets
-    read from their origins; a folder reads as "" through ``<folder>/.``."""
+def tree_reader(files: Files, patched: Path, overlay: Mapping[str, str]) -> Read:
+    """A tree as its stage builds it: patched files from ``patched``, the rest from
+    ``files``, the overlay's targets read from their origins; a folder reads as "" through
+    ``<folder>/.``."""
 
     def read(path: str) -> str | None:
         path = overlay.get(path, path)
-        for root in (patched, tree):
-            file = root / path
-            if path.endswith("/.") and file.parent.is_dir():
-                return ""
-            if file.is_file():
-                return file.read_text(encoding="utf-8", errors="replace")
-        return None
+        if path.endswith("/."):
+            folder = path.removesuffix("/.")
+            return "" if (patched / folder).is_dir() or files.is_folder(folder) else None
+        if (patched / path).is_file():
+            return (patched / path).read_text(encoding="utf-8", errors="replace")
+        data = files.read(path)
+        return None if data is None else data.decode("utf-8", errors="replace")
 
     return read
 
 
-Fetcher = Callable[[str, GitSource], Path]
+class _Asking:
+    """``files`` as far as they are here: a path that needs a fetch reads as missing and is
+    noted in ``asked``, to be fetched with the others of its round."""
+
+    def __init__(self, files: Files, asked: set[str]) -> None:
+        self.files, self.asked = files, asked
+
+    def read(self, path: str) -> bytes | None:
+        return self.files.read(path) if self._here(path) else None
+
+    def is_folder(self, path: str) -> bool:
+        return self.files.is_folder(path) if self._here(path) else False
+
+    def ready(self, path: str) -> bool:
+        return True
+
+    def load(self, paths: Iterable[str]) -> None:
+        pass
+
+    def _here(self, path: str) -> bool:
+        if self.files.ready(path):
+            return True
+        self.asked.add(path)
+        return False
+
+
+Fetcher = Callable[[str, GitSource], Files]
+
+
+@dataclass(frozen=True)
+class PatchedTree:
+    files: Files  # at the source's commit
+    patched: Path  # the files its patches touch, patched
+    overlay: Mapping[str, str]
 
 
 def trees(
     pins: Pins, fetch: Fetcher, scratch: Path, names: list[str]
-) -> tuple[dict[str, Read], list[Row]]:
-    """The readers of ``names``' trees, patched in ``scratch``; a row for each that could
-    not be read."""
-    reads: dict[str, Read] = {}
+) -> tuple[dict[str, PatchedTree], list[Row]]:
+    """``names``' trees, patched in ``scratch``; a row for each that could not be read."""
+    opened: dict[str, PatchedTree] = {}
     failed: list[Row] = []
     for name in names:
         source = pins.sources[name]
         try:
-            tree = fetch(name, source)
+            files = fetch(name, source)
             patched = scratch / name
-            _patched(tree, patched, source, name)
+            _patched(files, patched, source, name)
         except (FetchError, PatchError) as exc:
-            failed.append(Row(name, Fact.PATH, NOT_READ, str(exc), Verdict.UNREAD))
+            failed.append(_not_read(name, exc))
             continue
-        reads[name] = tree_reader(tree, patched, source.overlay)
-    return reads, failed
+        opened[name] = PatchedTree(files, patched, source.overlay)
+    return opened, failed
 
 
-def _patched(tree: Path, dest: Path, source: GitSource, name: str) -> None:
-    """The files ``source``'s patches touch, copied from ``tree`` and patched, in ``dest``."""
+def _not_read(name: str, exc: GraphToolError) -> Row:
+    return Row(name, Fact.PATH, NOT_READ, str(exc), Verdict.UNREAD)
+
+
+def _patched(files: Files, dest: Path, source: GitSource, name: str) -> None:
+    """The files ``source``'s patches touch, read from ``files`` and patched, in ``dest``."""
     dest.mkdir(parents=True)
-    for patch in source.patches:
-        for file in patches.read_patch(patch).files:
-            if (tree / file).is_file() and not (dest / file).exists():
-                (dest / file).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(tree / file, dest / file)
+    touched = {file for patch in source.patches for file in patches.read_patch(patch).files}
+    copy(files, touched, dest)
     patches.apply(dest, source.patches, name)
+
+
+def read_rows(pins: Pins, opened: dict[str, PatchedTree]) -> list[Row]:
+    """``rows`` over the ``opened`` trees, read in rounds: a round reads what is here and
+    notes what is not, which is then fetched at once, tree by tree, and the rows made again;
+    a round per level of a file read because of another (an include, a ``-r``). A tree that
+    cannot be fetched is a row of its own, and the rest go on without it."""
+    failed: list[Row] = []
+    while True:
+        asked: dict[str, set[str]] = {name: set() for name in opened}
+        reads = {
+            name: tree_reader(_Asking(tree.files, asked[name]), tree.patched, tree.overlay)
+            for name, tree in opened.items()
+        }
+        found = rows(pins, reads)
+        if not any(asked.values()):
+            return [*failed, *found]
+        for name, paths in asked.items():
+            try:
+                opened[name].files.load(paths)
+            except FetchError as exc:
+                failed.append(_not_read(name, exc))
+                del opened[name]
 
 
 def built_here(run: Run) -> list[str]:
@@ -384,14 +441,15 @@ def built_here(run: Run) -> list[str]:
 def check(pins: Pins, fetch: Fetcher, names: list[str]) -> list[Row]:
     """The rows of ``names``, their trees fetched with ``fetch`` and patched in a scratch."""
     with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
-        reads, failed = trees(pins, fetch, Path(scratch), names)
-        return [*failed, *rows(pins, reads)]
+        opened, failed = trees(pins, fetch, Path(scratch), names)
+        return [*failed, *read_rows(pins, opened)]
 
 
 def run_preflight(run: Run, outside: Outside, fmt: str) -> Answer:
-    """`doit preflight`: every source built here, fetched as a build fetches it."""
+    """`doit preflight`: every source built here, read at its commit from git's objects
+    (only the files it reads are fetched)."""
     cache = outside.sources(run.pins)
-    return answer(check(run.pins, cache.tree, built_here(run)), fmt)
+    return answer(check(run.pins, cache.snapshot, built_here(run)), fmt)
 
 
 # ---------------------------------------------------------------- the report

@@ -59,6 +59,26 @@ def test_bump_moves_to_the_branch_head_and_changes_only_that_value(world: World)
     assert world.pins_text() == before.replace(first, head)  # every comment, byte for byte
 
 
+def test_a_mirror_that_lacks_an_unrelated_blob_still_bumps(world: World) -> None:
+    # The forks' copies lack a few blobs under docs/assets/: the history and the checks
+    # fetch commits and trees, and only the blobs they read.
+    repo, first = world.repos["vllm"], world.commits["vllm"]
+    head = commit(repo, {"docs/assets/timeline.html": "<html>a picture</html>\n"}, "docs")
+    blob = git(repo, "rev-parse", f"{head}:docs/assets/timeline.html")
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
+        git(repo, "config", key, "true")
+    code, out, err = bump(world, "bump:vllm", "dry=1")
+    assert code == 0, out + err
+    assert out.splitlines()[:4] == [
+        f"vllm: {first[:12]} ({date(repo, first)}) -> {head[:12]} ({date(repo, head)}), 2 commits, "
+        f"https://github.com/vllm-project/vllm/compare/{first[:12]}...{head[:12]}",
+        f"  applies   {CUMEM}",
+        f"  applies   {PAD}",
+        f"  applies   {ORACLE}",
+    ]
+
+
 def with_kernel_tree(world: World) -> tuple[Path, str, str]:
     """The world's sgl-kernel/ folder id pinned (as `doit lock` records it): the repo, the
     pinned commit and that id."""

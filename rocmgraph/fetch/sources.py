@@ -245,11 +245,7 @@ class SourceCache:
         promisor is where they came from: no blob, unless the server ignores the filter
         (git warns, and sends them all)."""
         git("init", "--quiet", "--bare", cwd=work, timeout=60)
-        for key, value in (("core.repositoryformatversion", "1"),
-                           ("extensions.partialClone", "origin"), ("remote.origin.url", origin.url),
-                           ("remote.origin.promisor", "true"),
-                           ("remote.origin.partialclonefilter", "blob:none")):  # fmt: skip
-            git("config", key, value, cwd=work, timeout=60)
+        objects.make_partial(work, origin.url)
         try:  # the commit alone, when the server allows it (GitHub does)
             git("fetch", "--quiet", "--depth=1", "--filter=blob:none", origin.url, origin.commit,
                 cwd=work, timeout=self.timeout, env=objects.OFFLINE)  # fmt: skip

@@ -24,7 +24,7 @@ from rocmgraph.common.errors import FetchError
 from rocmgraph.common.fsutil import build_dir, exclusive, owned
 from rocmgraph.config.pins import GitSource, repository
 from rocmgraph.fetch.sources import Origin, SourceCache, git_reason, tree_id, unreadable
-from rocmgraph.outside.git import git
+from rocmgraph.outside.git import OFFLINE, git, make_partial
 from rocmgraph.outside.proc import CommandFailed
 
 _PR = re.compile(r"\(#(\d+)\)\s*$")
@@ -84,9 +84,10 @@ class History:
         prefix = owned(f"{self.name}.git")
         with tempfile.TemporaryDirectory(prefix=prefix, dir=scratch) as tmp:
             self._fetch_into(Path(tmp), url, borrow=self.repo)
+            make_partial(self.repo, url)  # a copy an earlier version fetched whole, too
             try:
-                git("fetch", "--quiet", "--force", "--prune", "--prune-tags", tmp, *_REFSPECS,
-                    cwd=self.repo, timeout=self.timeout)  # fmt: skip
+                git("fetch", "--quiet", "--force", "--prune", "--prune-tags", "--filter=blob:none",
+                    tmp, *_REFSPECS, cwd=self.repo, timeout=self.timeout, env=OFFLINE)  # fmt: skip
             except CommandFailed as exc:
                 raise FetchError(
                     f"source {self.name}: cannot update {self.repo} ({git_reason(exc)})"
@@ -94,11 +95,12 @@ class History:
 
     def _fetch_into(self, work: Path, url: str, borrow: Path | None = None) -> None:
         git("init", "--quiet", "--bare", cwd=work, timeout=60)
+        make_partial(work, url)  # commits and trees: a blob is fetched when one is read
         if borrow is not None:
             (work / "objects" / "info" / "alternates").write_text(f"{borrow / 'objects'}\n")
         try:
-            git("fetch", "--quiet", "--force", "--prune", "--prune-tags", url, *_REFSPECS,
-                cwd=work, timeout=self.timeout)  # fmt: skip
+            git("fetch", "--quiet", "--force", "--prune", "--prune-tags", "--filter=blob:none",
+                url, *_REFSPECS, cwd=work, timeout=self.timeout, env=OFFLINE)  # fmt: skip
         except CommandFailed as exc:
             lost = unreadable(exc)
             if lost is not None:
@@ -208,8 +210,16 @@ class History:
         """Old path -> new path for every file git's rename detection finds moved."""
         # -l: consider up to this many files for inexact renames (git's default
         # of 1000 gives up silently on two months of a large repository).
-        out = git("diff", "--find-renames", "-l20000", "--diff-filter=R", "--name-status", "-z",
-                  old, new, cwd=self.repo, timeout=self.timeout)  # fmt: skip
+        # The one question that reads blobs: git fetches those it compares, in one batch.
+        try:
+            out = git("diff", "--find-renames", "-l20000", "--diff-filter=R", "--name-status",
+                      "-z", old, new, cwd=self.repo, timeout=self.timeout)  # fmt: skip
+        except CommandFailed as exc:
+            url = self.cache.url(self.source)
+            lost = unreadable(exc)
+            if lost is not None:
+                raise Origin(self.name, url, "").damaged(lost) from None
+            raise Origin(self.name, url, "").failed(exc) from None
         fields = out.split("\0")
         return {fields[i + 1]: fields[i + 2] for i in range(0, len(fields) - 2, 3)}
 

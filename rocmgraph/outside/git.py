@@ -79,6 +79,16 @@ def _argv(config: Mapping[str, str] | None = None) -> list[str]:
 OFFLINE = {"GIT_NO_LAZY_FETCH": "1"}
 
 
+def make_partial(git_dir: Path, url: str) -> None:
+    """Make ``git_dir`` a partial copy whose missing blobs come from ``url``: what a
+    ``--filter=blob:none`` fetch into it needs, harmless to a copy that has them all."""
+    for key, value in (("core.repositoryformatversion", "1"),
+                       ("extensions.partialClone", "origin"), ("remote.origin.url", url),
+                       ("remote.origin.promisor", "true"),
+                       ("remote.origin.partialclonefilter", "blob:none")):  # fmt: skip
+        git("config", key, value, cwd=git_dir, timeout=60)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One entry of a git tree."""

@@ -83,7 +83,7 @@ def test_every_fact_of_the_real_trees_matches_the_real_pins() -> None:
     )  # fmt: skip
     assert row(rows, "sgl_kernel", Fact.VERSION, "0.4.2.post2").pins == "0.4.2.post2"
     assert row(rows, "vllm", Fact.VERSION, "from git (setuptools_scm), no fallback").pins == (
-        "0.22.1rc1.dev384 in SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, VLLM_VERSION_OVERRIDE"
+        "0.22.1rc1.dev384 in VLLM_VERSION_OVERRIDE"
     )
     triton = row(rows, "vllm", Fact.FETCH, "https://github.com/triton-lang/triton.git v3.5.1")
     assert (triton.pins, triton.where) == (
@@ -206,6 +206,20 @@ def test_a_git_version_without_a_variable_the_build_reads_is_a_mismatch() -> Non
         "the tree has no .git: pin [sources.sglang].version and name one of "
         "SETUPTOOLS_SCM_PRETEND_VERSION, SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SGLANG in "
         "[sources.sglang].version_env",
+    )
+
+
+def test_a_pretend_variable_for_vllm_alone_is_a_mismatch() -> None:
+    """vLLM's setup.py asks setuptools_scm.get_version() with no dist_name, which reads
+    SETUPTOOLS_SCM_PRETEND_VERSION only: the _FOR_VLLM one gives it no version."""
+    text = edit_toml(
+        real_pins(), ["sources", "vllm", "version_env"], ["SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM"]
+    )
+    found = row(check(text), "vllm", Fact.VERSION, "from git (setuptools_scm), no fallback")
+    assert (found.verdict, found.pins) == (
+        Verdict.MISMATCH,
+        "the tree has no .git: pin [sources.vllm].version and name one of "
+        "SETUPTOOLS_SCM_PRETEND_VERSION, VLLM_VERSION_OVERRIDE in [sources.vllm].version_env",
     )
 
 

@@ -222,8 +222,8 @@ def test_audit_flags_the_published_profile_and_passes_the_locked_one(world_702: 
         # and what preflight reads of their builds, which need them
         "[sources.vllm] version": [
             "the tree has no .git: pin [sources.vllm].version and name one of "
-            "SETUPTOOLS_SCM_PRETEND_VERSION, SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, "
-            "VLLM_VERSION_OVERRIDE in [sources.vllm].version_env (pyproject.toml:16)"
+            "SETUPTOOLS_SCM_PRETEND_VERSION, VLLM_VERSION_OVERRIDE in [sources.vllm].version_env "
+            "(pyproject.toml:16)"
         ],
         "[sources.aiter] version": [
             "the tree has no .git: pin [sources.aiter].version and name one of "

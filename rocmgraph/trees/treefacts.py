@@ -112,9 +112,10 @@ def dist(read: Read, folder: str = ".") -> Dist | None:
     if called and called.version:
         return Dist(name, called.version, VersionFrom.STATIC, where)
     if "setuptools_scm" in _table(table, "tool"):
+        named = [f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{_scm_suffix(name)}"]
         honored = (
             "SETUPTOOLS_SCM_PRETEND_VERSION",
-            f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{_scm_suffix(name)}",
+            *(named if called is None or called.scm_named else []),
             *(called.version_env if called else ()),
         )
         fallback = str(_table(table, "tool", "setuptools_scm").get("fallback_version", ""))
@@ -141,6 +142,18 @@ class _Setup:
     version: str  # a literal version, or "" when computed
     where: Where
     version_env: tuple[str, ...]  # variables the computing function reads
+    # False where that function asks setuptools_scm.get_version() with no dist_name, which
+    # then reads SETUPTOOLS_SCM_PRETEND_VERSION only, not its _FOR_<NAME> (vLLM's setup.py).
+    scm_named: bool = True
+
+
+def _scm_unnamed(function: ast.FunctionDef) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and _called(node) == "get_version"
+        and not any(keyword.arg == "dist_name" for keyword in node.keywords)
+        for node in ast.walk(function)
+    )
 
 
 def _setup_call(text: str | None, file: str) -> _Setup | None:
@@ -159,14 +172,12 @@ def _setup_call(text: str | None, file: str) -> _Setup | None:
             name, version = (_resolved(args.get(key), constants) for key in ("name", "version"))
             computed = version if isinstance(version, ast.Call) else None
             env: tuple[str, ...] = ()
+            named = True
             if computed is not None and _called(computed) in functions:
-                env = tuple(read.variable for read in _env_reads(functions[_called(computed)]))
-            return _Setup(
-                _literal(name),
-                _literal(version),
-                Where(file, node.lineno),
-                env,
-            )
+                function = functions[_called(computed)]
+                env = tuple(read.variable for read in _env_reads(function))
+                named = not _scm_unnamed(function)
+            return _Setup(_literal(name), _literal(version), Where(file, node.lineno), env, named)
     return None
 
 

@@ -11,16 +11,18 @@ driver that sets what the ROCm build sets and records every fetch the files ask 
 writes the comparison with ``treefacts.cmake_fetches`` to benchmarks/buildfiles-cmake.md.
 
 ``setup`` runs each SGLang commit's setup scripts with recording stubs (setupfacts) beside
-the check's facts, and writes benchmarks/buildfiles-sglang.md.
+the check's facts, and writes benchmarks/buildfiles-sglang.md; with ``--fork vllm``, vLLM's
+setup.py and the real CMake's reading of PYTORCH_ROCM_ARCH, to buildfiles-vllm.md.
 
     python3 benchmarks/buildfiles.py extract [--vllm-git DIR] [--sglang-git DIR]
     python3 benchmarks/buildfiles.py cmake [--cmake PATH]
-    python3 benchmarks/buildfiles.py setup
+    python3 benchmarks/buildfiles.py setup [--fork vllm]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -74,6 +76,9 @@ SELECTIONS = (
             "requirements/common.txt",
             "requirements/build*.txt",
             "requirements/build/rocm*.txt",  # requirements/build/ since before the pin
+            # setup.py loads these by path: run, it needs them (setupfacts' second method)
+            "vllm/envs.py",
+            "tools/build_rust.py",
         ),
     ),
     Selection(
@@ -180,6 +185,9 @@ class Index:
         files = self.commits[commit]
 
         def read(path: str) -> str | None:
+            if path.endswith("/."):  # a folder, as preflight asks: there if a file is under it
+                folder = path.removesuffix("/.").removeprefix(".").lstrip("/")
+                return "" if any(f.startswith(folder) for f in files) else None
             sha = files.get(path.removeprefix("./"))
             return None if sha is None else (blobs / sha).read_bytes().decode()
 
@@ -490,6 +498,7 @@ class Run:
     gpu_lang: str
     seconds: float  # the last run's
     touched: tuple[str, ...]  # files the runs read that were not there, made empty
+    arches: str = ""  # VLLM_GPU_ARCHES at the end, as the driver prints it
 
 
 def materialize(read: Read, paths: Sequence[str], into: Path) -> None:
@@ -509,14 +518,14 @@ def stubs(work: Path) -> None:
     (work / "build").mkdir(exist_ok=True)
 
 
-def driver(work: Path, src: Path, python: str, device: str = "rocm") -> str:
+def driver(work: Path, src: Path, python: str, device: str = "rocm", archs: str = ARCHS) -> str:
     values = {
         "@DEVICE@": device,
         "@SRC@": str(src),
         "@WORK@": str(work),
         "@PYTHON@": python,
         "@PYVERSION@": _python_version(python),
-        "@ARCHS@": ARCHS,
+        "@ARCHS@": archs,
         "@UNSCRIPTABLE@": " ".join(UNSCRIPTABLE),
     }
     return re.sub("@[A-Z]+@", lambda m: values[m.group(0)], DRIVER)
@@ -529,7 +538,13 @@ def _python_version(python: str) -> str:
 
 
 def run_cmake(
-    read: Read, paths: Sequence[str], cmake: Path, python: str, device: str = "rocm"
+    read: Read,
+    paths: Sequence[str],
+    cmake: Path,
+    python: str,
+    device: str = "rocm",
+    *,
+    archs: str = ARCHS,
 ) -> Run:
     """Script mode on the tree's files, its trace read back for the fetch commands. A file
     the run reads and the fixture lacks (a generator it hashes, a fetched tree's file) is
@@ -540,7 +555,7 @@ def run_cmake(
         src = work / "src"
         materialize(read, paths, src)
         stubs(work)
-        (work / "driver.cmake").write_text(driver(work, src, python, device))
+        (work / "driver.cmake").write_text(driver(work, src, python, device, archs))
         trace = work / "trace.json"
         argv = [str(cmake), "--trace-expand", "--trace-format=json-v1",
                 f"--trace-redirect={trace}", "-P", str(work / "driver.cmake")]  # fmt: skip
@@ -563,9 +578,10 @@ def run_cmake(
             for e in events
             if str(e.get("file", "")).startswith(f"{src}/")
         )
-    lang = re.search(r"driver: VLLM_GPU_LANG=(\S*)", done.stdout + done.stderr)
+    said = re.search(r"driver: VLLM_GPU_LANG=(\S*) arches=(.*)", done.stdout + done.stderr)
     return Run(done.returncode, calls, ran, _first_error(done.stderr, src),
-               lang.group(1) if lang else "", seconds, tuple(touched))  # fmt: skip
+               said.group(1) if said else "", seconds, tuple(touched),
+               said.group(2).strip() if said else "")  # fmt: skip
 
 
 _TRIES = 20
@@ -791,12 +807,50 @@ def sglang_commits(index: Index) -> list[setupfacts.Commit]:
     return found
 
 
+VLLM_REPORT = Path(__file__).resolve().parent / "buildfiles-vllm.md"
+
+
+def cmake_arch(read: Read, paths: Sequence[str], cmake: Path, python: str) -> tuple[str, ...]:
+    """What the real CMake makes of PYTORCH_ROCM_ARCH: read if one arch in it comes out
+    as the arches, split on the separators with which a list of two comes out as two."""
+    probe = run_cmake(read, paths, cmake, python, archs=setupfacts.PROBE)
+    if probe.arches != setupfacts.PROBE:
+        return ()
+    works = [
+        str(split)
+        for split, value in setupfacts.LISTS.items()
+        if run_cmake(read, paths, cmake, python, archs=value).arches.split(";")
+        == ["gfx942", "gfx950"]
+    ]
+    said = works[0] if len(works) == 1 else "either" if works else "neither list taken"
+    return (f"PYTORCH_ROCM_ARCH: {said}",)
+
+
+def vllm_commit(
+    index: Index, commit: str, cmake: Path = CMAKE, python: str = "python3"
+) -> setupfacts.Commit:
+    """Both methods on one vLLM commit of ``index``."""
+    pins = pins_file.load(ROOT / "pins.toml")
+    read, paths = index.read(commit), list(index.commits[commit])
+    check = setupfacts.source_facts(pins, "vllm", pins.sources["vllm"], read)
+    run = setupfacts.run_vllm(pins, read, paths)
+    run = dataclasses.replace(run, arch=cmake_arch(read, paths, cmake, python))
+    return setupfacts.Commit(commit, (check,), (run,))
+
+
 def _setup_all(args: argparse.Namespace) -> None:
-    commits = sglang_commits(load("sglang"))
+    if args.fork == "vllm":
+        index = load("vllm")
+        commits = [vllm_commit(index, commit, python=args.python) for commit in index.commits]
+    else:
+        commits = sglang_commits(load("sglang"))
     for c in commits:
         print(f"{c.commit[:10]}: {len(c.disagreements())} disagreements", flush=True)
-    args.out.write_text(setupfacts.report(commits, setupfacts.control()))
-    print(f"wrote {args.out}")
+    if args.fork == "vllm":
+        (args.out or VLLM_REPORT).write_text(setupfacts.vllm_report(commits))
+    else:
+        (args.out or SGLANG_REPORT).write_text(setupfacts.report(commits, setupfacts.control()))
+    print(f"wrote {args.out or (VLLM_REPORT if args.fork == 'vllm' else SGLANG_REPORT)}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -810,8 +864,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     measuring.add_argument("--cmake", type=Path, default=CMAKE)
     measuring.add_argument("--python", default=shutil.which("python3") or "python3")
     measuring.add_argument("--out", type=Path, default=REPORT)
-    running = commands.add_parser("setup", help="SGLang's setup scripts run, on each commit")
-    running.add_argument("--out", type=Path, default=SGLANG_REPORT)
+    running = commands.add_parser("setup", help="a fork's setup scripts run, on each commit")
+    running.add_argument("--fork", choices=("sglang", "vllm"), default="sglang")
+    running.add_argument("--python", default=shutil.which("python3") or "python3")
+    running.add_argument("--out", type=Path, help="default: buildfiles-<fork>.md")
     args = parser.parse_args(argv)
     if args.command == "extract":
         _extract_all(args)

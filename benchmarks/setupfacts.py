@@ -15,13 +15,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import posixpath
+import re
 import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from rocmgraph.config.pins import GitSource, Pins
 from rocmgraph.trees import cmake, preflight, treefacts
@@ -48,6 +53,8 @@ class Facts:
     arch: tuple[str, ...] = ()  # "VARIABLE: split (file:line)"
     requires: tuple[str, ...] = ()
     unread: str = ""
+    version_env: tuple[str, ...] = ()  # variables that give a git-versioned build its version
+    paths: tuple[str, ...] = ()  # "path (the pins' key, or the -r naming it)"
 
 
 # ---------------------------------------------------------------- the check's facts
@@ -110,6 +117,18 @@ def source_facts(pins: Pins, name: str, source: GitSource, read: Read) -> Facts:
         tuple(r.upstream for r in preflight.undecided_rows(name, read, folder, facts)),
         tuple(f"{a.variable}: {a.split} ({_at(a.where, origin)})" for a in arch),
         tuple(_needed(n) for n in treefacts.build_requirements(read, folder)),
+        version_env=dist.version_env,
+        paths=path_facts(pins, name, source, read),
+    )
+
+
+def path_facts(pins: Pins, name: str, source: GitSource, read: Read) -> tuple[str, ...]:
+    """The paths the pins name in the tree (preflight's path rows), ``source`` as read."""
+    moved = dataclasses.replace(pins, sources={**pins.sources, name: source})
+    return tuple(
+        f"{row.upstream} ({row.pins})"
+        for row in preflight.rows(moved, {name: read})
+        if row.fact is preflight.Fact.PATH
     )
 
 
@@ -154,9 +173,9 @@ def _at(where: treefacts.Where, origin: Mapping[str, str]) -> str:
 HARNESS = r"""
 import json, os, runpy, subprocess, sys, types, urllib.request
 
-script, out = sys.argv[1], sys.argv[2]
+script, out, build = sys.argv[1], sys.argv[2], sys.argv[4] == "build"
 record = {"env": [], "commands": [], "setup": None, "extensions": [], "exit": None,
-          "error": ""}
+          "error": "", "scm": [], "build": ""}
 
 
 class Environ(dict):
@@ -178,8 +197,10 @@ os.environ = Environ(os.environ)
 
 def command(*args, **kwargs):
     argv = args[0] if args else kwargs.get("args", "")
-    record["commands"].append([str(a) for a in argv] if isinstance(argv, (list, tuple))
-                              else str(argv).split())
+    words = [str(a) for a in argv] if isinstance(argv, (list, tuple)) else str(argv).split()
+    record["commands"].append(words)
+    if build and words[:1] == ["cmake"]:
+        return b""  # the build's own cmake: recorded, said to succeed, so the next is seen
     raise FileNotFoundError(2, "no command runs in the harness", str(argv))
 
 
@@ -205,14 +226,26 @@ def module(name, **attrs):
 
 
 def extension(kind):
-    def make(name, sources=(), **kwargs):
-        args = kwargs.get("extra_compile_args") or {}
-        flags = [f for v in (args.values() if isinstance(args, dict) else [args]) for f in v]
-        record["extensions"].append({"kind": kind, "name": name, "sources": len(sources),
-                                     "flags": [str(f) for f in flags],
-                                     "macros": [list(m) for m in kwargs.get("define_macros", [])]})
-        return types.SimpleNamespace(name=name)
-    return make
+    class Made:  # a class, as vLLM's CMakeExtension derives from setuptools' Extension
+        def __init__(self, name, sources=(), **kwargs):
+            args = kwargs.get("extra_compile_args") or {}
+            flags = [f for v in (args.values() if isinstance(args, dict) else [args]) for f in v]
+            macros = [list(m) for m in kwargs.get("define_macros", [])]
+            record["extensions"].append({"kind": kind, "name": name, "sources": len(sources),
+                                         "flags": [str(f) for f in flags], "macros": macros})
+            self.name = name
+    Made.__name__ = kind
+    return Made
+
+
+class build_ext:
+    debug = False
+
+    def __init__(self, extensions, temp):
+        self.extensions, self.build_temp, self.build_lib = extensions, temp, temp
+
+    def get_ext_fullpath(self, name):
+        return os.path.join(self.build_lib, *name.split(".")) + ".so"
 
 
 class BuildExtension:
@@ -232,19 +265,49 @@ module("torch", utils=utils, __version__="2.9.0+rocm7.0",
 
 def setup(**kwargs):
     rust = kwargs.get("rust_extensions") or []
+    cmdclass = kwargs.get("cmdclass") or {}
     record["setup"] = {"name": kwargs.get("name"), "version": kwargs.get("version"),
                        "ext_modules": len(kwargs.get("ext_modules") or []),
-                       "rust_extensions": [str(getattr(e, "target", e)) for e in rust]}
+                       "rust_extensions": [str(getattr(e, "name", e)) for e in rust],
+                       "rust_optional": [bool(getattr(e, "optional", False)) for e in rust],
+                       "cmdclass": {k: v.__name__ for k, v in cmdclass.items()}}
+    if build and "build_ext" in cmdclass:  # the wheel's build_ext step, its commands recorded
+        try:
+            cmdclass["build_ext"](kwargs.get("ext_modules") or [], "build").build_extensions()
+        except Exception as exc:
+            record["build"] = f"{type(exc).__name__}: {exc}"
 
 
 module("setuptools", setup=setup, find_packages=lambda *a, **k: [],
        Extension=extension("Extension"))
+module("setuptools.command")
+module("setuptools.command.build_ext", build_ext=build_ext)
 if sys.argv[3] == "rust":
-    module("setuptools_rust", build_rust=type("build_rust", (), {}),
-           RustExtension=lambda target, **kwargs: types.SimpleNamespace(target=target),
-           Binding=types.SimpleNamespace(PyO3="PyO3"))
+    rust_build = module("setuptools_rust.build", build_rust=type("build_rust", (), {}))
+    module("setuptools_rust", build_rust=rust_build.build_rust, build=rust_build,
+           # setuptools-rust keeps a target given as a name as {"": name}
+           RustExtension=lambda target, **kwargs: types.SimpleNamespace(
+               **{"optional": False, **kwargs, "name": target, "target": {"": target}}),
+           Binding=types.SimpleNamespace(PyO3="PyO3", Exec="Exec"))
 else:
     sys.modules["setuptools_rust"] = None
+
+
+def get_version(**kwargs):
+    # setuptools_scm's pretend variables: the one named for the distribution only where
+    # it is named (dist_name=), as setuptools_scm reads them; no .git here, so no other.
+    record["scm"].append(sorted(kwargs))
+    name = kwargs.get("dist_name")
+    keys = ["SETUPTOOLS_SCM_PRETEND_VERSION"]
+    if name:
+        keys.insert(0, "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + name.upper().replace("-", "_"))
+    for key in keys:
+        if os.environ.get(key):
+            return os.environ.get(key)
+    raise LookupError("setuptools-scm was unable to detect version (no .git)")
+
+
+module("setuptools_scm", get_version=get_version)
 sys.argv = [script, "bdist_wheel"]
 try:
     runpy.run_path(script, run_name="__main__")
@@ -270,6 +333,7 @@ class Record:
     flags: tuple[str, ...]  # every extension's compile flags
     exit: int | None
     error: str
+    build: str = ""  # how build_ext stopped, when run and it did
 
     @property
     def result(self) -> str:
@@ -280,18 +344,23 @@ class Record:
         return "setup() reached" if self.setup is not None else "no setup() call"
 
 
-def run_script(folder: Path, script: str, env: Mapping[str, str], rust: bool = True) -> Record:
-    """``script`` run in ``folder`` under the harness, with only ``env`` and PATH set."""
+def run_script(
+    folder: Path, script: str, env: Mapping[str, str], rust: bool = True, build: bool = False
+) -> Record:
+    """``script`` run in ``folder`` under the harness, with only ``env`` and PATH set; with
+    ``build``, setup() goes on into the cmdclass's build_ext, its cmake said to succeed."""
     with tempfile.TemporaryDirectory(prefix="setupfacts-") as scratch:
         harness, out = Path(scratch) / "harness.py", Path(scratch) / "record.json"
         harness.write_text(HARNESS)
-        argv = [sys.executable, "-I", str(harness), script, str(out), "rust" if rust else "-"]
+        argv = [sys.executable, "-I", str(harness), script, str(out), "rust" if rust else "-",
+                "build" if build else "-"]  # fmt: skip
         subprocess.run(argv, cwd=folder, env={"PATH": os.defpath, **env}, check=True,
                        capture_output=True, timeout=60)  # fmt: skip
         data = json.loads(out.read_text())
     flags = [f for ext in data["extensions"] for f in ext["flags"]]
     return Record(tuple(dict.fromkeys(data["env"])), tuple(map(tuple, data["commands"])),
-                  data["setup"], tuple(flags), data["exit"], data["error"])  # fmt: skip
+                  data["setup"], tuple(flags), data["exit"], data["error"],
+                  data["build"])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -306,8 +375,15 @@ class Observed:
     arch: tuple[str, ...]  # "VARIABLE: split"
     result: str  # the run with no arch variable set, or "no setup script"
     env: tuple[str, ...]  # every variable the script reads
-    flags: Mapping[str, str]  # "VARIABLE=value" -> the flags naming an arch, or the result
+    flags: Mapping[str, str]  # "VARIABLE=value" -> what the run does then: its arch flags,
+    # the version setup() gets, the fetches it makes; or its result
     says: str = ""  # setup()'s own name and version, where they differ from pyproject's
+    # Read for vLLM only so far (None: not read, not compared):
+    version_from: str = ""  # "git" when setup()'s version came from setuptools_scm
+    version_env: tuple[str, ...] | None = None  # variables that alone give setup() a version
+    requires: tuple[str, ...] | None = None
+    paths: tuple[str, ...] | None = None
+    build: str = ""  # what build_ext ran, where the run went on into it
 
 
 def materialize(read: Read, paths: Sequence[str], overlay: Mapping[str, str], into: Path) -> None:
@@ -408,6 +484,127 @@ def _fetches(script: str, record: Record) -> list[str]:
     return found
 
 
+# ---------------------------------------------------------------- vLLM's setup.py, run
+
+PROBE_VERSION = "9.9.9"
+# setuptools reads a [project] license string (PEP 639) from 77.0.0 on.
+LICENSE_STRING = "setuptools>=77.0.0 (a PEP 639 license)"
+
+
+def run_vllm(pins: Pins, read: Read, paths: Sequence[str]) -> Observed:
+    """vLLM's setup.py run as the recipe runs it (the pinned version in its version_env, the
+    inputs given, PYTORCH_ROCM_ARCH set) and on into build_ext; then once per variable that
+    might give it a version, and once per variable the pins' marks of fetches name."""
+    source = pins.sources["vllm"]
+    given = {"PYTORCH_ROCM_ARCH": LISTS[Split.SEMICOLON]}
+    given |= {variable: f"/src/{path}" for variable, path in source.inputs.items()}
+    versioned = given | dict.fromkeys(source.version_env, source.version)
+    with tempfile.TemporaryDirectory(prefix="setupfacts-vllm-") as scratch:
+        root = Path(scratch)
+        materialize(read, paths, {}, root)
+        with (root / "pyproject.toml").open("rb") as stream:
+            table = tomllib.load(stream)
+        base = run_script(root, "setup.py", versioned, build=True)
+        bare = run_script(root, "setup.py", given)
+        when = _versions(root, given, bare, str(table["project"]["name"]))
+        when |= _switches(root, versioned, source.skipped_fetches.values())
+        works = tuple(v.split("=", 1)[0] for v, said in when.items()
+                      if said.startswith(f"version {PROBE_VERSION}"))  # fmt: skip
+        return Observed(
+            "vllm", ".", str(table["project"]["name"]), _fallback(table),
+            tuple(f for f in _fetches("setup.py", base) if not _optional_rust(f, base)),
+            (), base.result, base.env, when,
+            version_from="git" if bare.error.startswith("LookupError") else "",
+            version_env=tuple(sorted(works)), requires=_requires(table),
+            paths=tuple(_pip_paths(root, source)), build=_configured(base),
+        )  # fmt: skip
+
+
+def _fallback(table: Mapping[str, Any]) -> str:
+    scm = table.get("tool", {}).get("setuptools_scm", {})
+    return str(scm.get("fallback_version", "")) if "setuptools_scm" in table.get("tool", {}) else ""
+
+
+def _versions(root: Path, given: Mapping[str, str], bare: Record, name: str) -> dict[str, str]:
+    """Each variable that may give setup() a version (read by the bare run, or setuptools_scm's
+    for the distribution) set alone to PROBE_VERSION: the version setup() gets, or why none."""
+    named = f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{name.upper().replace('-', '_')}"
+    candidates = dict.fromkeys([v for v in bare.env if "VERSION" in v] + [named])
+    found = {}
+    for variable in candidates:
+        record = run_script(root, "setup.py", {**given, variable: PROBE_VERSION})
+        said = (record.setup or {}).get("version")
+        found[f"{variable}={PROBE_VERSION}"] = f"version {said}" if said else record.result
+    return found
+
+
+def _switches(root: Path, given: Mapping[str, str], reasons: Iterable[str]) -> dict[str, str]:
+    """What setup.py fetches with each variable set that the pins' marks name as why a fetch
+    is not taken (VLLM_USE_PRECOMPILED), and whether its Rust extensions are optional."""
+    found = {}
+    for variable in sorted({v for r in reasons for v in re.findall(r"\b[A-Z][A-Z0-9_]{3,}\b", r)}):
+        record = run_script(root, "setup.py", {**given, variable: "1"})
+        rust = _rust_optional(record)
+        said = [f.split(":", 1)[1] for f in _fetches("setup.py", record)]
+        said += ["Rust optional" if all(rust) else "Rust required"] if rust else []
+        found[f"{variable}=1"] = ", ".join(said) or record.result
+    return found
+
+
+def _optional_rust(fetch: str, record: Record) -> bool:
+    """A Rust extension setup() is given as optional: a build without cargo goes on."""
+    optional = _rust_optional(record)
+    return fetch.endswith(":rust_extensions") and bool(optional) and all(optional)
+
+
+def _rust_optional(record: Record) -> list[bool]:
+    """Whether each Rust extension setup() was given is optional."""
+    said = (record.setup or {}).get("rust_optional")
+    return [bool(each) for each in said] if isinstance(said, list) else []
+
+
+def _requires(table: Mapping[str, Any]) -> tuple[str, ...]:
+    """[build-system] requires as pip takes them, and what a license string asks of setuptools."""
+    system = table.get("build-system", {})
+    found = []
+    for written in system.get("requires", []):
+        try:
+            Requirement(written)
+        except InvalidRequirement:
+            continue
+        found.append(written)
+    license_ = table.get("project", {}).get("license")
+    if system.get("build-backend", "").startswith("setuptools") and isinstance(license_, str):
+        found.append(LICENSE_STRING)
+    return tuple(found)
+
+
+def _pip_paths(root: Path, source: GitSource) -> list[str]:
+    """The pins' folders and requirements files that are there, with every file the latter
+    include (-r), followed as pip follows them, to any depth."""
+    found = [folder for folder in source.subdirs if (root / folder).is_dir()]
+    files = list(source.requirements)
+    while files:
+        path = files.pop(0)
+        if not (root / path).is_file() or path in found:
+            continue
+        found.append(path)
+        for line in (root / path).read_text().splitlines():
+            words = line.split("#", 1)[0].split()
+            if words[:1] in (["-r"], ["--requirement"]) and len(words) > 1:
+                files.append(posixpath.normpath(posixpath.join(posixpath.dirname(path), words[1])))
+    return found
+
+
+def _configured(record: Record) -> str:
+    """The cmake configure build_ext ran, by what it tells CMake of the device."""
+    for words in record.commands:
+        if words[:1] == ("cmake",) and "--build" not in words and "--version" not in words:
+            device = [w for w in words if w.startswith("-DVLLM_TARGET_DEVICE=")]
+            return f"cmake {' '.join(device)}".strip()
+    return record.build or "no cmake"
+
+
 # ---------------------------------------------------------------- the comparison
 
 
@@ -427,6 +624,14 @@ def disagreements(check: Facts, run: Observed | None) -> list[str]:
         ("fetches", sorted(map(plain, check.taken)), sorted(run.taken)),
         ("arch", sorted(map(plain, check.arch)), sorted(run.arch)),
     ]
+    if run.version_from:
+        pairs.append(("version from", check.version_from, run.version_from))
+    if run.version_env is not None:
+        pairs.append(("version_env", sorted(check.version_env), sorted(run.version_env)))
+    if run.requires is not None:
+        pairs.append(("requires", list(check.requires), list(run.requires)))
+    if run.paths is not None:
+        pairs.append(("paths", sorted(map(plain, check.paths)), sorted(run.paths)))
     for what, said, seen in pairs:
         if said != seen:
             found.append(f"{check.source} {what}: check {said}, run {seen}")
@@ -460,8 +665,8 @@ def control() -> list[str]:
 @dataclass(frozen=True)
 class Commit:
     commit: str
-    check: tuple[Facts, Facts]
-    run: tuple[Observed, Observed | None]
+    check: tuple[Facts, ...]  # SGLang's two builds, or vLLM's one
+    run: tuple[Observed | None, ...]
 
     def disagreements(self) -> list[str]:
         return [d for c, r in zip(self.check, self.run, strict=True) for d in disagreements(c, r)]
@@ -538,3 +743,46 @@ def report(commits: Sequence[Commit], controlled: Sequence[str]) -> str:
 
 def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def vllm_report(commits: Sequence[Commit]) -> str:
+    lines = [
+        "# vLLM's ROCm build: the check's facts beside setup.py run with stubs and real CMake",
+        "",
+        "Written by `python3 benchmarks/buildfiles.py setup --fork vllm` from",
+        "tests/fixtures/history/vllm (upstream files, unpatched). The check:",
+        "`setupfacts.source_facts` over [sources.vllm] (treefacts and preflight). The run:",
+        "setup.py executed by python3 with the recipe's variables (the pinned version in",
+        "version_env, the inputs, PYTORCH_ROCM_ARCH) and stub torch (ROCm), setuptools,",
+        "setuptools_rust and setuptools_scm (a pretend variable or nothing: no .git), then on",
+        "into its build_ext with cmake recorded and said to succeed; once more per variable",
+        f"that might give a version (set alone to {PROBE_VERSION}) and per variable the pins'",
+        "marks name (set to 1). Build requirements: pyproject read with tomllib, each checked",
+        "by packaging; paths: the pins' files followed through -r as pip does. Arch: Debian's",
+        f"cmake 3.25 in script mode (buildfiles' driver) with PYTORCH_ROCM_ARCH {PROBE},",
+        f"{LISTS[Split.SEMICOLON]!r} and {LISTS[Split.COMMA]!r}: the split that gives both",
+        "archs. setup.py itself reads no arch variable.",
+        "",
+        "| commit | dist, version (from) | version variables: check / run | arch: check / run "
+        "| build requirements | setup.py fetches: taken / not taken (check) | run with the "
+        "marks' variables | paths | disagreements |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in commits:
+        f, o = c.check[0], c.run[0]
+        assert o is not None
+        versions = {k: v for k, v in o.flags.items() if "VERSION" in k}
+        switches = {k: v for k, v in o.flags.items() if k not in versions}
+        lines.append(_row([
+            c.commit[:8],
+            f"{f.dist} {f.version or '-'} ({f.version_from}); run: {o.dist}, {o.result}",
+            f"{', '.join(f.version_env)} / " + "<br>".join(f"{k}: {v}" for k, v in
+                                                          versions.items()),
+            f"{', '.join(f.arch) or 'none'} / {', '.join(o.arch) or 'none'}",
+            f"{len(f.requires)} / {len(o.requires or ())}",
+            f"{_cell(list(f.taken))} / {_cell(list(f.not_taken))}",
+            "<br>".join(f"{k}: {v}" for k, v in switches.items()) + f"<br>{o.build}",
+            _cell(list(f.paths)),
+            _cell(c.disagreements()),
+        ]))  # fmt: skip
+    return "\n".join([*lines, ""])

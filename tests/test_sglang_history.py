@@ -35,8 +35,8 @@ def expected() -> dict[str, dict[str, dict[str, object]]]:
 
 def as_table(facts: setupfacts.Facts) -> dict[str, object]:
     table = dataclasses.asdict(facts)
-    table.pop("source")
-    table.pop("unread")
+    for key in ("source", "unread", "version_env", "paths"):  # the last two read for vLLM only
+        table.pop(key)
     return {key: list(value) if isinstance(value, tuple) else value for key, value in table.items()}
 
 

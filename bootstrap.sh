@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu host for this project: a Docker engine 26+ with buildx, the
-# tools it runs (mmdebstrap, docker-registry, redis-server, gpg, git, graphviz), the project
-# itself, and a running engine. Safe to run again: it only adds what is missing.
+# tools it runs (mmdebstrap, docker-registry, redis-server, gpg, git, graphviz, and cmake for
+# the tests on upstream's CMake), the project itself, and a running engine. Safe to run again: it only adds what is missing.
 #
 # The engine: a dockerd whose client has buildx (Docker CE with its buildx plugin, say) is
 # used as it is; else the release's own docker.io and docker-buildx (Debian 13, Ubuntu 22.04
@@ -69,7 +69,7 @@ if ! engine_ready; then
 fi
 
 missing=()
-for package in mmdebstrap docker-registry redis-server gnupg git graphviz; do
+for package in mmdebstrap docker-registry redis-server gnupg git graphviz cmake; do
   installed "$package" || missing+=("$package")
 done
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"

@@ -306,14 +306,14 @@ def test_a_build_that_reads_its_version_from_git_stops_on_an_empty_one(
         prepare(run, "vllm", tmp_path / "ctx")
     assert str(caught.value) == (
         "source vllm: [sources.vllm].version is empty, but its build reads its version from "
-        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM, VLLM_VERSION_OVERRIDE (the tree has no .git); "
+        "VLLM_VERSION_OVERRIDE (the tree has no .git); "
         "pin the version upstream's tag at the commit gives"
     )
     pin_versions_by_hand(world_702)
     run = Run(run.options, run.stages)  # the pins file changed: read it again
     dockerfile = (prepare(run, "vllm", tmp_path / "ctx") / "Dockerfile").read_text()
     assert (
-        "    && SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.11.1rc2 VLLM_VERSION_OVERRIDE=0.11.1rc2 "
+        "    && VLLM_VERSION_OVERRIDE=0.11.1rc2 "
         "TRITON_KERNELS_SRC_DIR=/src/triton_kernels/python/triton_kernels/triton_kernels "
         "pip wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\"
     ) in dockerfile.splitlines()

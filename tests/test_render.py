@@ -121,7 +121,6 @@ SOURCE = ["build", "source_archs"]
 def test_each_source_gets_its_version_and_its_own_arch_separator() -> None:
     vllm = render(GRAPH["vllm"], REAL, BOTH)
     assert (
-        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM=0.22.1rc1.dev384 "
         "VLLM_VERSION_OVERRIDE=0.22.1rc1.dev384 "
         "TRITON_KERNELS_SRC_DIR=/src/triton_kernels/python/triton_kernels/triton_kernels "
         "pip wheel --no-build-isolation --no-deps --wheel-dir /dist ./. \\\n"

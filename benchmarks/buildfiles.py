@@ -42,7 +42,7 @@ import tomli
 from rocmgraph.config import pins as pins_file
 from rocmgraph.outside import git, proc
 from rocmgraph.trees import cmake as rocm_facts
-from rocmgraph.trees import treefacts
+from rocmgraph.trees import patches, treefacts
 from rocmgraph.trees.treefacts import Read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +58,14 @@ class Selection:
 
     fork: str  # the section of history.toml
     patterns: tuple[str, ...]
+
+
+def patched(*sources: str) -> tuple[str, ...]:
+    """The files the pins' patches of ``sources`` touch: a bump checks each patch against
+    them at the new commit."""
+    pins = pins_file.load(ROOT / "pins.toml")
+    return tuple(sorted({file for name in sources for patch in pins.sources[name].patches
+                         for file in patches.read_patch(patch).files}))  # fmt: skip
 
 
 # sgl-kernel moved to python/sglang/kernels/aot (c32c4ef79c, #32648) between the picked
@@ -79,6 +87,7 @@ SELECTIONS = (
             # setup.py loads these by path: run, it needs them (setupfacts' second method)
             "vllm/envs.py",
             "tools/build_rust.py",
+            *patched("vllm"),
         ),
     ),
     Selection(
@@ -88,6 +97,7 @@ SELECTIONS = (
             *(f"python/sglang/kernels/aot/{pattern}" for pattern in _KERNEL),
             "python/pyproject*.toml",
             "python/setup.py",  # from 2026-07: builds the Rust extensions (cargo fetches)
+            *patched("sglang", "sgl_kernel"),
         ),
     ),
 )

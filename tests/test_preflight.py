@@ -16,7 +16,8 @@ from rocmgraph.common.errors import Unchecked
 from rocmgraph.config import pins
 from rocmgraph.demo import upstreams
 from rocmgraph.fetch.objects import Checkout
-from rocmgraph.trees import cmake, preflight, treefacts
+from rocmgraph.trees import cmake, patches, preflight, treefacts
+from rocmgraph.trees.patches import Outcome
 from rocmgraph.trees.preflight import Fact, PreflightError, Row, Verdict
 
 UPSTREAM = ROOT / "tests" / "fixtures" / "upstream"
@@ -409,15 +410,40 @@ def vllm_at(commit: str, into: Path) -> Path:
     return into
 
 
-def test_at_the_forks_head_only_the_fetch_rocm_makes_is_checked_and_it_moved(
-    tmp_path: Path,
-) -> None:
-    """The head of the vLLM fork (397094da), its build files as committed in the history
-    fixtures (the pin's patches left out: their files are not among them). Its CMake declares
-    nine fetches and takes one on ROCm, triton_kernels, moved there to ROCm's fork: that one
-    is the mismatch. Nothing CUDA-only is demanded, no mark is stale, nothing undecided."""
-    head = vllm_at("397094da1768c7a6f29dfa4f70079d793ac747df", tmp_path)
-    text = delete_toml(real_pins(), ["sources", "vllm", "patches"])
+PIN, HEAD = "18d87a87dc39c1a50f452b218fdcc3aeec48d18e", "397094da1768c7a6f29dfa4f70079d793ac747df"
+CUMEM, PAD, ORACLE = (
+    "docker/patches/vllm/0001-cumem-zero-mapped-vram-on-rocm.patch",
+    "docker/patches/vllm/0002-moe-pad-weight-in-place.patch",
+    "docker/patches/vllm/0003-moe-oracle-keep-weight-storage.patch",
+)
+
+
+def test_at_the_pin_every_patch_applies_to_the_forks_files(tmp_path: Path) -> None:
+    source = pins.loads(real_pins(), "pins.toml").sources["vllm"]
+    statuses = patches.check(vllm_at(PIN, tmp_path), source.patches)
+    assert [(s.patch, s.status) for s in statuses] == [
+        (CUMEM, Outcome.APPLIES), (PAD, Outcome.APPLIES), (ORACLE, Outcome.APPLIES)
+    ]  # fmt: skip
+
+
+def test_at_the_forks_head_the_patches_and_the_one_moved_fetch_are_said(tmp_path: Path) -> None:
+    """The head of the vLLM fork (397094da), its files as committed in the history fixtures,
+    read as `doit bump:vllm` reads them: each patch, then the facts of the tree the patches
+    that still apply make. Its CMake declares eleven fetches (CUDA's and the CPU build's among
+    them) and takes one on ROCm, triton_kernels, moved there to ROCm's fork: that one is the
+    mismatch. Nothing CUDA-only is
+    demanded, no mark is stale, nothing undecided."""
+    head = vllm_at(HEAD, tmp_path)
+    source = pins.loads(real_pins(), "pins.toml").sources["vllm"]
+    statuses = patches.check(head, source.patches)
+    oracle = "vllm/model_executor/layers/fused_moe/oracle/unquantized.py"
+    assert [(s.patch, s.status, s.detail) for s in statuses] == [
+        (CUMEM, Outcome.CONFLICTS,
+         "csrc/cumem_allocator.cpp: hunk 1 (@@ -212,6 +212,14 @@) does not apply"),
+        (PAD, Outcome.APPLIES, ""),
+        (ORACLE, Outcome.CONFLICTS, f"{oracle}: hunk 1 (@@ -323,7 +323,7 @@) does not apply"),
+    ]  # fmt: skip
+    text = edit_toml(real_pins(), ["sources", "vllm", "patches"], [PAD])
     fetches = [r for r in check(text, {**TREES, "vllm": head}) if r.fact is Fact.FETCH]
     vllm = [(r.upstream, r.verdict, r.pins) for r in fetches if r.source == "vllm"]
     assert [row for row in vllm if row[1] is not Verdict.OK] == [

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 from rocmgraph.common.errors import GraphToolError
 
@@ -46,28 +46,8 @@ def run(
     (``git-remote-https``, ``index-pack``) that would otherwise go on writing
     into a directory the caller is about to clean up.
     """
-    try:
-        process = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.PIPE if input_text is not None else None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
-    with process:
-        try:
-            stdout, stderr = process.communicate(input_text, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _end_group(process)
-            raise CommandFailed(argv, -1, f"timed out after {timeout} s") from None
-        except BaseException:
-            _end_group(process)
-            raise
+    process = _spawn(argv, cwd=cwd, env=env, text=True, stdin=input_text is not None)
+    stdout, stderr = _communicate(process, argv, input_text, timeout)
     if process.returncode != 0:
         raise CommandFailed(argv, process.returncode, stderr)
     return subprocess.CompletedProcess(list(argv), process.returncode, stdout, stderr)
@@ -211,24 +191,41 @@ def exchange(
 ) -> bytes:  # fmt: skip
     """``argv``'s stdout, as bytes, given ``data`` on its stdin; raise CommandFailed on a
     non-zero exit (a timeout ends it as ``run`` does)."""
+    process = _spawn(argv, env=env, text=False, stdin=True)
+    stdout, stderr = _communicate(process, argv, data, timeout)
+    if process.returncode != 0:
+        raise CommandFailed(argv, process.returncode, stderr.decode(errors="replace"))
+    return bytes(stdout)
+
+
+def _spawn(
+    argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+    text: bool, stdin: bool,
+) -> subprocess.Popen[Any]:  # fmt: skip
+    """``argv`` started in a process group of its own, its output piped."""
     try:
-        process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, start_new_session=True,
-                                   env=dict(env) if env is not None else None)  # fmt: skip
+        return subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env is not None else None,
+                                stdin=subprocess.PIPE if stdin else None, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=text,
+                                start_new_session=True)  # fmt: skip
     except FileNotFoundError:
         raise CommandMissing(f"`{argv[0]}` is not installed; install it and retry") from None
+
+
+def _communicate(
+    process: subprocess.Popen[Any], argv: Sequence[str], data: str | bytes | None,
+    timeout: float | None,
+) -> tuple[Any, Any]:  # fmt: skip
+    """Its stdout and stderr; a timeout or an interrupt ends its whole group."""
     with process:
         try:
-            stdout, stderr = process.communicate(data, timeout=timeout)
+            return process.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
             _end_group(process)
             raise CommandFailed(argv, -1, f"timed out after {timeout} s") from None
         except BaseException:
             _end_group(process)
             raise
-    if process.returncode != 0:
-        raise CommandFailed(argv, process.returncode, stderr.decode(errors="replace"))
-    return stdout
 
 
 T = TypeVar("T")

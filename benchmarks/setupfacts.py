@@ -56,6 +56,14 @@ class Facts:
     version_env: tuple[str, ...] = ()  # variables that give a git-versioned build its version
     paths: tuple[str, ...] = ()  # "path (the pins' key, or the -r naming it)"
 
+    def as_table(self, *left_out: str) -> dict[str, object]:
+        """As an expected-facts file writes it: lists for tuples, ``left_out`` and the
+        source's name and unread reason left out."""
+        table = dataclasses.asdict(self)
+        for key in ("source", "unread", *left_out):
+            del table[key]
+        return {key: list(v) if isinstance(v, tuple) else v for key, v in table.items()}
+
 
 # ---------------------------------------------------------------- the check's facts
 

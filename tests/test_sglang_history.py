@@ -4,8 +4,6 @@ with recording stubs (benchmarks/setupfacts.py), agreeing with them."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import buildfiles
 import pytest
 import setupfacts
@@ -33,13 +31,6 @@ def expected() -> dict[str, dict[str, dict[str, object]]]:
     return commits
 
 
-def as_table(facts: setupfacts.Facts) -> dict[str, object]:
-    table = dataclasses.asdict(facts)
-    for key in ("source", "unread", "version_env", "paths"):  # the last two read for vLLM only
-        table.pop(key)
-    return {key: list(value) if isinstance(value, tuple) else value for key, value in table.items()}
-
-
 def test_every_commit_has_its_expected_facts_and_the_hand_read_ones_are_marked() -> None:
     assert list(expected()) == list(INDEX.commits)
     text = EXPECTED.read_text()
@@ -51,7 +42,8 @@ def test_every_commit_has_its_expected_facts_and_the_hand_read_ones_are_marked()
 def test_the_check_gives_the_expected_facts_on_every_commit() -> None:
     for commit, sources in expected().items():
         found = setupfacts.check_facts(PINS, INDEX.read(commit))
-        assert {f.source: as_table(f) for f in found} == sources, commit
+        # version_env and paths: read for vLLM only
+        assert {f.source: f.as_table("version_env", "paths") for f in found} == sources, commit
 
 
 def test_no_false_alarm_and_no_miss_on_any_commit() -> None:

@@ -5,8 +5,6 @@ on the commits read by hand."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import buildfiles
 import pytest
 import setupfacts
@@ -33,12 +31,6 @@ def expected() -> dict[str, dict[str, object]]:
     return commits
 
 
-def as_table(facts: setupfacts.Facts) -> dict[str, object]:
-    table = dataclasses.asdict(facts)
-    del table["source"], table["unread"]
-    return {key: list(value) if isinstance(value, tuple) else value for key, value in table.items()}
-
-
 def check(commit: str) -> setupfacts.Facts:
     return setupfacts.source_facts(PINS, "vllm", PINS.sources["vllm"], INDEX.read(commit))
 
@@ -53,7 +45,7 @@ def test_every_commit_has_its_expected_facts_and_the_hand_read_ones_are_marked()
 
 def test_the_check_gives_the_expected_facts_on_every_commit() -> None:
     for commit, facts in expected().items():
-        assert as_table(check(commit)) == {"folder": ".", **facts}, commit
+        assert check(commit).as_table() == {"folder": ".", **facts}, commit
 
 
 def test_vllms_version_is_given_only_by_the_variables_its_get_version_reads() -> None:

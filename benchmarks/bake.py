@@ -6,9 +6,14 @@ and each target's image is exported, as the graph exports a stage's. On fresh ru
 each target writes a registry cache in mode=max where the engine can export one (the
 containerd store), else an inline cache (the classic store's docker driver exports no
 other), and reads every target's: a step that several targets share is looked up in the
-cache of whichever target's build reaches it first. Even so, on a fresh runner the steps
-that read the build context (a COPY of a source, a RUN that binds a script) miss, with either
-cache, where the monolith's with the same registry cache hit: benchmarks/RESULTS.md.
+cache of whichever target's build reaches it first.
+
+A target's ``contexts`` are what the issue names, but on a fresh runner they cost bake its
+cache: a step that reads the build context (a COPY of a source, a RUN that binds a script)
+misses the registry cache in every target two or more ``target:`` links below the first,
+though nothing changed (benchmarks/bake_contexts.py reproduces it on four COPY steps).
+``contexts=False`` links the targets by the Dockerfile's own ``FROM <stage>``, as one file
+of stages already does, and every step hits; the images are the same.
 
 The file is a Compose file, one of bake's three formats: buildx 0.13's HCL and JSON
 targets have no ``network`` (it came in 0.14), and the demo's upstreams are served on
@@ -38,10 +43,12 @@ def bake_file(
     *,
     cache: str = "",
     store: ImageStore = ImageStore.CLASSIC,
+    contexts: bool = True,
 ) -> str:
     """The bake file of ``run``'s stages over ``context`` (the monolith's), its images named
     under ``namespace``; with ``cache`` (a registry repository: a fresh runner), each
-    target's image and cache there."""
+    target's image and cache there. ``contexts``: each target names its parents' targets
+    (else the Dockerfile's stages link them)."""
     arch = ",".join(run.archs)
     images = {stage.name: f"{cache}/{stage.name}:{arch}" for stage in run.graph}
     imports = [f"type=registry,ref={_cache_ref(images[n], store)}" for n in sorted(images)]
@@ -54,7 +61,7 @@ def bake_file(
             "network": "host",
             "secrets": sorted(secrets),
         }
-        if stage.parents:
+        if contexts and stage.parents:
             build["additional_contexts"] = {p: f"target:{p}" for p in stage.parents}
         image = f"{namespace}-bake/{stage.name}:{arch}"
         if cache:

@@ -319,11 +319,12 @@ def file_build(
 
 def bake_build(
     pins: Path, arch: str, work: Path, *, runner: dict[str, str] | None = None,
-    cache: str = "", ccache: str = "",
+    cache: str = "", ccache: str = "", contexts: bool = True,
 ) -> tuple[float, int, str]:  # fmt: skip
     """`docker buildx bake` of one target per stage (benchmarks/bake.py), on the engine
     ``runner`` points at (default: this one); with ``cache``, a fresh runner's (each
-    target's cache in that registry repository, and ``ccache``, the shared compile cache)."""
+    target's cache in that registry repository, and ``ccache``, the shared compile cache).
+    ``contexts``: each target names its parents' targets."""
     started = time.monotonic()
     run = Run(Options(pins=str(pins), arch=arch, network="host", compile_cache=ccache),
               stages.graph())  # fmt: skip
@@ -334,7 +335,9 @@ def bake_build(
     bakefile = work / "bake.compose.yaml"
     with private_files(secret_texts(run, run.pins.python.index), work / "secrets") as files:
         bakefile.write_text(
-            bake.bake_file(run, context, files, NAMESPACE, cache=cache, store=store)
+            bake.bake_file(
+                run, context, files, NAMESPACE, cache=cache, store=store, contexts=contexts
+            )
         )
         result = docker_build(
             [DOCKER, "buildx", "bake", "--progress=plain", "-f", str(bakefile),
@@ -510,6 +513,9 @@ def main() -> None:
                         help="demo seconds per real minute of compiling")  # fmt: skip
     parser.add_argument("--store", type=ImageStore, default=ImageStore.CLASSIC,
                         help="where the engines keep images: classic or containerd")  # fmt: skip
+    parser.add_argument("--bake-stages", action="store_true",
+                        help="on fresh runners, bake's targets linked by the Dockerfile's "
+                        "stages, not contexts (benchmarks/bake_contexts.py)")  # fmt: skip
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         if args.store is ImageStore.CONTAINERD:  # an engine of its own, for the whole run
@@ -542,7 +548,15 @@ def measure(args: argparse.Namespace) -> None:
     if "monolith" in ways and facts.store is ImageStore.CONTAINERD:
         sides.insert(sides.index("monolith") + 1, REGISTRY_SIDE)
     fresh = {
-        way: fresh_runners(way, log, template, source_archs, args.scale, store=facts.store)
+        way: fresh_runners(
+            way,
+            log,
+            template,
+            source_archs,
+            args.scale,
+            store=facts.store,
+            bake_contexts=not args.bake_stages,
+        )
         for way in sides
     }
     modelled = modelled_minutes(log)
@@ -656,7 +670,7 @@ def evicted(way: str, pins: Path, arch: str, work: Path) -> Rows:
 
 def fresh_runners(
     way: str, log: list[Step], template: str, source_archs: tuple[str, ...], scale: float,
-    *, store: ImageStore,
+    *, store: ImageStore, bake_contexts: bool = True,
 ) -> Rows:  # fmt: skip
     """The log on fresh CI runners: each change on an empty engine (no image, no BuildKit
     cache) of ``store``, sharing a registry and a compile cache with the runners before it.
@@ -685,7 +699,13 @@ def fresh_runners(
                     count, stats = len(progress.built_stages(printed)), graph_ccache(printed)
                 elif way == "bake":
                     seconds, count, _ = bake_build(
-                        pins, step.arch, work, runner=runner, cache=cache, ccache=ccache
+                        pins,
+                        step.arch,
+                        work,
+                        runner=runner,
+                        cache=cache,
+                        ccache=ccache,
+                        contexts=bake_contexts,
                     )
                     said = (work / "bake.out").read_text()
                     stats = compilecache.from_log(said) or compilecache.Stats()

@@ -1,8 +1,9 @@
 """The change-log benchmark's readings (benchmarks/changelog.py): the engine's CPU, the
-demo's cost shape beside the real image's."""
+demo's cost shape beside the real image's, and bake's targets linked either way."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +12,15 @@ import pytest
 from conftest import need_docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import bake
+import bake_contexts
 import changelog
 
+import stages
+from rocmgraph.common.engine import ImageStore
 from rocmgraph.demo.machine import second_engine
+from rocmgraph.demo.profile import pins_path
+from rocmgraph.graph.invocation import Options, Run
 
 
 def ps_seconds(pid: str) -> int:
@@ -80,4 +87,44 @@ def test_the_cost_shape_table_gives_each_stage_its_ratio(
         "| aiter | 0.4 s | checks only | |",
         "| manifest | 2.1 s | 0.002 s | 1050.0 |",
         "| vllm | 16.0 s | 15 s | 1.1 |",
+    ]
+
+
+@pytest.mark.parametrize("contexts", [True, False])
+def test_bake_links_each_target_to_its_parents_by_contexts_or_by_the_dockerfile(
+    contexts: bool,
+) -> None:
+    """Either way every stage is a target of the monolith's file; ``contexts`` adds the
+    ``target:`` links whose steps miss the registry cache on a fresh runner."""
+    run = Run(Options(pins=str(pins_path("demo"))), stages.graph())
+    secrets = {"pip.conf": Path("/dev/null")}
+    text = bake.bake_file(run, Path("/ctx"), secrets, "ns", contexts=contexts)
+    services = json.loads(text)["services"]
+    assert {name: service["build"]["target"] for name, service in services.items()} == {
+        stage.name: stage.name for stage in run.graph
+    }
+    linked = {name: s["build"].get("additional_contexts", {}) for name, s in services.items()}
+    assert linked == {
+        stage.name: {p: f"target:{p}" for p in stage.parents} if contexts else {}
+        for stage in run.graph
+    }
+
+
+def test_the_reduced_bake_files_differ_only_in_their_contexts() -> None:
+    """benchmarks/bake_contexts.py's two bake files: the same targets and caches."""
+    cache = "127.0.0.1:1/x"
+    linked, plain = (
+        json.loads(bake_contexts.bake_file(Path("/c"), cache, ImageStore.CONTAINERD, contexts=c))
+        for c in (True, False)
+    )
+    links = {n: s["build"].pop("additional_contexts", None) for n, s in linked["services"].items()}
+    assert links == {
+        "a": None,
+        "b": {"a": "target:a"},
+        "c": {"b": "target:b"},
+        "d": {"c": "target:c"},
+    }
+    assert linked == plain
+    assert plain["services"]["d"]["build"]["cache_to"] == [
+        f"type=registry,ref={cache}/d:buildcache,mode=max,image-manifest=true,oci-mediatypes=true"
     ]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT
@@ -11,9 +13,10 @@ from conftest import ROOT
 import stages
 from rocmgraph.building.execute import secret_texts
 from rocmgraph.building.session import Session
-from rocmgraph.commands import imageaudit
+from rocmgraph.commands import imageaudit, lock
 from rocmgraph.commands.imageaudit import Package
-from rocmgraph.common.errors import LockError
+from rocmgraph.common.errors import EngineError, LockError
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import closure, explain
 from rocmgraph.graph.closure import Closure, Fetched, LockFile
 from rocmgraph.graph.invocation import Options, Run, check_closures
@@ -343,6 +346,88 @@ def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     assert record is not None
     assert (record.key, record.inputs) == (key.key, key.inputs)
     assert record.seconds is not None  # the lock build's, timed: the plan prices from it
+
+
+class Tags:
+    """An engine's tags, as the lock uses them: what it tagged and untagged."""
+
+    def __init__(self) -> None:
+        self.tagged: list[str] = []
+        self.untagged: list[str] = []
+
+    def tag(self, source: str, ref: str) -> None:
+        self.tagged.append(ref)
+
+    def untag(self, ref: str) -> None:
+        self.untagged.append(ref)
+
+
+def locking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build: Any
+) -> tuple[Run, Outside, Tags]:
+    """The real pins, with ``build(name)`` standing for a stage's lock build (every stage
+    unbuilt, its parents there): a run, its world, and the engine's tags."""
+    from rocmgraph.building import execute
+
+    pins = tmp_path / "pins.toml"
+    pins.write_text((ROOT / "pins.toml").read_text())
+    run = Run(Options(pins=str(pins), arch="gfx942"), stages.graph())
+    outside = Outside(cache=tmp_path / "cache")
+    engine = Tags()
+    outside.__dict__["docker"] = engine  # the cached property, filled
+    monkeypatch.setattr(
+        execute, "rebuild", lambda run, engine, outside, session, name, **_: build(name)
+    )
+    monkeypatch.setattr(execute, "is_built", lambda *args: False)
+    monkeypatch.setattr(execute, "ensure_local", lambda *args, **kwargs: None)
+    return run, outside, engine
+
+
+def test_stages_that_do_not_need_each_other_lock_side_by_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nine stages on the wheels build at once (each waits here for all nine: one at a
+    time, the first would wait alone), a stage only after its parents; said in the graph's
+    order, whatever order they end in."""
+    wave = {n for n in stages.graph().order if stages.graph()[n].parents == ("wheels",)}
+    together = threading.Barrier(len(wave), timeout=30)
+    started: list[str] = []
+
+    def build(name: str) -> list[str]:
+        started.append(name)
+        if name in wave:
+            together.wait()
+        return []
+
+    run, outside, engine = locking(tmp_path, monkeypatch, build)
+    answer = lock._lock_closures(run, outside, Session(), closure.lock_path(run.options.pins))
+    order = run.graph.order
+    assert all(started.index(p) < started.index(n) for n in order for p in run.graph[n].parents)
+    assert set(started[3:12]) == wave
+    lines = answer.lines
+    assert [line.split(":")[0] for line in lines[:-1]] == list(order)
+    assert lines[0] == f"base: locked at {run.closure_keys['base'].short} (0 python, 0 apt files)"
+    assert sorted(engine.tagged) == sorted(run.ref(name) for name in order)
+    assert len(closure.load(closure.lock_path(run.options.pins)).closures) == len(order)
+
+
+def test_a_stage_that_fails_to_lock_keeps_what_its_siblings_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sglang's build fails: the stages building beside it end and are locked, those built
+    on it are not begun, and the lock fails with sglang's error."""
+
+    def build(name: str) -> list[str]:
+        if name == "sglang":
+            raise EngineError("stage sglang: the build failed")
+        return []
+
+    run, outside, engine = locking(tmp_path, monkeypatch, build)
+    with pytest.raises(EngineError, match=r"^stage sglang: the build failed$"):
+        lock._lock_closures(run, outside, Session(), closure.lock_path(run.options.pins))
+    locked = {name for name, _ in closure.load(closure.lock_path(run.options.pins)).closures}
+    assert locked == set(run.graph.order) - {"sglang", "verl", "assemble", "manifest"}
+    assert run.ref("assemble") not in engine.tagged
 
 
 def test_a_release_tag_builds_from_the_closures_locked_at_the_default_one(

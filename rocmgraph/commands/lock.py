@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable, Set
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -230,10 +231,11 @@ def lock_closures(run: Run, outside: Outside, session: Session) -> Answer:
     """`doit lock closures=1`: each stage whose key has no closure in the lock file is built
     with the network, every step anew, and what pip and apt report fetching becomes its
     closure; every file of it is downloaded into the store and checked against its sha256.
-    Stages lock in order, so each one's parents are there when it builds: a stage not built
-    yet is tagged with that build under its key once its closure is locked (its children's
-    lock builds stand on it), and its record written as a build's is (what a plan says of
-    it and costs); a locked parent is built as a build would (network off)."""
+    A stage locks once its parents are there, side by side with the stages that do not need
+    each other (as a build's run at once): a stage not built yet is tagged with that build
+    under its key once its closure is locked (its children's lock builds stand on it), and
+    its record written as a build's is (what a plan says of it and costs); a locked parent
+    is built as a build would (network off)."""
     path = closure.lock_path(run.options.pins)
     # One lock run per lock file at a time: a second one waits, then reads what the first
     # locked and builds nothing again (each would build every stage, and save its own view).
@@ -243,39 +245,44 @@ def lock_closures(run: Run, outside: Outside, session: Session) -> Answer:
 
 
 def _lock_closures(run: Run, outside: Outside, session: Session, path: Path) -> Answer:
-    engine = outside.docker
-    lock = closure.load(path)
-    found = dict(lock.closures)
-    lines = []
+    found = dict(closure.load(path).closures)
+    said: dict[str, str] = {}
+    pending = []
     for name in run.graph.order:
         key = run.closure_keys[name].key  # of the stage's build with the network
         if (name, key) in found:
-            lines.append(f"{name}: locked at {key[:12]}")
-            continue
-        tag = f"{run.namespace}/{name}:lock-{key[:12]}"
-        started = time.monotonic()
-        try:
-            output = execute.rebuild(run, engine, outside, session, name, tag=tag, report=True)
-            seconds = time.monotonic() - started
-            fetched = closure.receipts(output)
-            for item in fetched:
-                outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
-            found[(name, key)] = closure.Closure(name, key, fetched)
-            closure.save(closure.LockFile(path, found))  # a later failure keeps what is locked
-            # Not locked when this run began, its key here is of a build with the network:
-            # the image is that build, which its children's lock builds stand on.
-            if not execute.is_built(run, engine, name):
-                # and its record, as a build writes one: what the plan says of it and costs.
-                # Begun before the tag, as a build's: a kill between the two keeps it.
-                stage_key = run.keys[name]
-                records.begin(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
-                engine.tag(tag, run.ref(name))
-                failpoints.reached("tagged")
-                records.save(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
-        finally:
-            with contextlib.suppress(GraphToolError):  # a failed build tagged nothing
-                engine.untag(tag)
-        lines.append(_closure_line(name, key, fetched))
+            said[name] = f"{name}: locked at {key[:12]}"
+        else:
+            pending.append(name)
+    building: dict[Future[tuple[list[str], float]], str] = {}
+    failed: list[GraphToolError] = []
+    with ThreadPoolExecutor(max_workers=max(len(pending), 1)) as pool:
+        while pending or building:
+            waiting = set(pending) | set(building.values())
+            ready = [n for n in pending if not failed and waiting.isdisjoint(run.graph[n].parents)]
+            for name in ready:
+                pending.remove(name)
+                try:  # its parents made local here, so that siblings never build one twice
+                    for parent in run.graph[name].parents:
+                        execute.ensure_local(run, outside.docker, outside, session, parent)
+                except GraphToolError as exc:
+                    failed.append(exc)
+                    continue
+                building[pool.submit(_lock_build, run, outside, session, name)] = name
+            if not building:
+                break  # what is left waits on a stage that failed
+            ended, _ = wait(building, return_when=FIRST_COMPLETED)
+            for future in ended:
+                name = building.pop(future)
+                try:
+                    output, seconds = future.result()
+                    said[name] = _locked(
+                        run, outside, name, output, seconds=seconds, into=found, path=path
+                    )
+                except GraphToolError as exc:  # the stages building go on, and are locked
+                    failed.append(exc)
+    if failed:
+        raise failed[0]
     # What the lock keeps: the closures of the keys the pins give now, for this run's archs,
     # each one arch of [build].archs and all of them; older keys' closures go.
     archs = {run.archs, run.pins.build.archs, *((arch,) for arch in run.pins.build.archs)}
@@ -287,8 +294,61 @@ def _lock_closures(run: Run, outside: Outside, session: Session, path: Path) -> 
     kept = {entry: found[entry] for entry in found if entry in current}
     closure.save(closure.LockFile(path, kept))
     files = {item for entry in kept.values() for item in entry.files}
+    lines = [said[name] for name in run.graph.order]
     lines.append(f"{path}: {len(kept)} closures, {len(files)} files, every one by sha256")
     return Answer(lines)
+
+
+def _lock_build(run: Run, outside: Outside, session: Session, name: str) -> tuple[list[str], float]:
+    """Stage ``name`` built with the network, every step anew, under its lock tag: the
+    build's output lines, and its time."""
+    started = time.monotonic()
+    tag = _lock_tag(run, name)
+    output = execute.rebuild(run, outside.docker, outside, session, name, tag=tag, report=True)
+    return output, time.monotonic() - started
+
+
+def _lock_tag(run: Run, name: str) -> str:
+    """The tag of stage ``name``'s lock build, until its closure is locked."""
+    return f"{run.namespace}/{name}:lock-{run.closure_keys[name].key[:12]}"
+
+
+def _locked(
+    run: Run,
+    outside: Outside,
+    name: str,
+    output: list[str],
+    *,
+    seconds: float,
+    into: dict[tuple[str, str], closure.Closure],
+    path: Path,
+) -> str:
+    """Stage ``name``'s lock build's closure, its files fetched, saved in the lock file at
+    ``path`` with the others ``into`` holds; the build tagged as the stage's image where it
+    has none: the stage's line."""
+    engine = outside.docker
+    key = run.closure_keys[name].key
+    tag = _lock_tag(run, name)
+    try:
+        fetched = closure.receipts(output)
+        for item in fetched:
+            outside.store.fetch(item.url, item.file, item.sha256, f"{name}: {item.name}")
+        into[(name, key)] = closure.Closure(name, key, fetched)
+        closure.save(closure.LockFile(path, into))  # a later failure keeps what is locked
+        # Not locked when this run began, its key here is of a build with the network:
+        # the image is that build, which its children's lock builds stand on.
+        if not execute.is_built(run, engine, name):
+            # and its record, as a build writes one: what the plan says of it and costs.
+            # Begun before the tag, as a build's: a kill between the two keeps it.
+            stage_key = run.keys[name]
+            records.begin(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
+            engine.tag(tag, run.ref(name))
+            failpoints.reached("tagged")
+            records.save(run.records_dir, name, stage_key.key, stage_key.inputs, seconds)
+    finally:
+        with contextlib.suppress(GraphToolError):  # never hiding the error that ends the lock
+            engine.untag(tag)
+    return _closure_line(name, key, fetched)
 
 
 def _closure_line(name: str, key: str, fetched: tuple[closure.Fetched, ...]) -> str:

@@ -13,6 +13,10 @@ from demo_e2e import E2E, copy_of_demo, docker
 
 import stages
 from rocmgraph.building.provenance import installed
+from rocmgraph.commands import verify as verify_
+from rocmgraph.commands.verify import StageCheck
+from rocmgraph.common.errors import VerifyError
+from rocmgraph.common.filetree import Difference
 
 PIP_LIST = """\
 Package            Version                          Editable project location
@@ -33,6 +37,30 @@ def test_pip_lists_table_is_read_by_normal_names() -> None:
     assert installed("Megatron.Core==0.18.0\nruamel__yaml==0.18\n") == {
         "megatron-core": "0.18.0", "ruamel-yaml": "0.18"
     }  # fmt: skip
+
+
+def test_stages_that_differ_in_their_rebuilds_are_named_with_their_counts() -> None:
+    """One stage: its own message, as before stage=all; several: each that differs."""
+    same = StageCheck(True, [])
+    differing = StageCheck(False, [Difference("/a", "sha256 differs"), Difference("/b", "size")])
+    verify_.stages_verdict({"vllm": same, "sglang": same})  # nothing raised
+    with pytest.raises(VerifyError) as one:
+        verify_.stages_verdict({"vllm": differing})
+    assert str(one.value) == "stage vllm is not reproducible: 2 file(s) differ"
+    with pytest.raises(VerifyError) as several:
+        verify_.stages_verdict({"base": same, "vllm": differing, "verl": differing})
+    assert str(several.value) == (
+        "2 of 3 stages are not reproducible: vllm (2 file(s) differ), verl (2 file(s) differ)"
+    )
+
+
+def test_verify_asks_for_an_image_or_a_stage() -> None:
+    result = run_doit("verify", "arch=gfx942")
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[-1] == (
+        "error: verify checks image=<ref> against the pins (e.g. image=verl-rocm:gfx942), or "
+        "stage=<name> by a rebuild without cache (e.g. stage=vllm, or stage=all): name one"
+    )
 
 
 def verify(world: E2E, image: str) -> tuple[int, list[str], str]:
@@ -85,17 +113,17 @@ def test_the_image_the_pins_built_verifies_and_a_changed_one_does_not(tmp_path: 
 def test_every_stage_rebuilds_to_the_same_files_and_a_child_still_ships_on_its_parent(
     tmp_path: Path,
 ) -> None:
-    """Every stage verifies identical. The rebuilds without cache leave BuildKit two results
-    of slim's steps; the two builds of one solve of slim and verl may then take one each.
-    verl must still ship on slim's image: built again on it, said in one warning, when they
-    differ."""
+    """Every stage verifies identical (stage=all: their rebuilds side by side, a line each in
+    the graph's order). The rebuilds without cache leave BuildKit two results of slim's
+    steps; the two builds of one solve of slim and verl may then take one each. verl must
+    still ship on slim's image: built again on it, said in one warning, when they differ."""
     world = copy_of_demo(tmp_path)
     assert world.build().returncode == 0
-    said = {}
-    for stage in stages.graph().order:
-        result = run_doit("verify", f"profile={world.profile}", f"pins={world.pins}",
-                          "arch=gfx942", f"stage={stage}")  # fmt: skip
-        said[stage] = (result.returncode, result.stdout.splitlines()[-1])
+    result = run_doit("verify", f"profile={world.profile}", f"pins={world.pins}",
+                      "arch=gfx942", "stage=all")  # fmt: skip
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == list(stages.graph().order), result.stdout
+    said = {line.split(":")[0]: (result.returncode, line) for line in lines}
     # The same layer digests, or (Docker 26's exporter keeps the files' build times) the
     # same files.
     same = {
@@ -134,7 +162,6 @@ def test_the_manifest_check_reads_versions_as_pip_installs_them() -> None:
     only has to be there."""
     from conftest import PINS
 
-    from rocmgraph.commands import verify as verify_
     from rocmgraph.graph.invocation import Options, Run
 
     run = Run(Options(pins=str(PINS)), stages.graph())

@@ -394,17 +394,19 @@ class Tasks:
             if bool(image) == bool(stage):
                 raise VariableError(
                     "verify checks image=<ref> against the pins (e.g. image=verl-rocm:gfx942), "
-                    "or stage=<name> by a rebuild without cache (e.g. stage=vllm): name one"
+                    "or stage=<name> by a rebuild without cache (e.g. stage=vllm, or stage=all): "
+                    "name one"
                 )
             # startup: a command's modules load when it runs, not for every task
             from rocmgraph.commands import verify
 
             run = self.run(options)
             if stage:
-                _in_profile(run, stage)
-                checked = verify.check_stage(run, self.outside(options), self.session, stage)
-                print(verify.stage_text(stage, checked))
-                verify.stage_verdict(stage, checked)
+                names = run.graph.order if stage == "all" else (_in_profile(run, stage).name,)
+                checks = verify.check_stages(run, self.outside(options), self.session, names)
+                for name, checked in checks.items():
+                    print(verify.stage_text(name, checked))
+                verify.stages_verdict(checks)
                 return
             rows = verify.check(run, self.outside(options), image)
             print(verify.as_text(image, run, rows))
@@ -412,7 +414,8 @@ class Tasks:
 
         task = _report(
             "check an image (image=<ref>) against the pins: its stage keys, its content, the "
-            "versions its manifest lists; or a stage (stage=<name>) by a rebuild without cache",
+            "versions its manifest lists; or a stage (stage=<name>, stage=all) by a rebuild "
+            "without cache",
             show,
         )
         # A rebuild of a demo stage fetches from the demo's upstreams: served meanwhile.

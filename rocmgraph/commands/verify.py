@@ -1,5 +1,6 @@
 """``doit verify image=<ref>``: whether an image is the one the pins describe; and
-``doit verify stage=<name>``: whether a stage's build is reproducible.
+``doit verify stage=<name>``: whether a stage's build is reproducible (``stage=all``: every
+stage's, side by side).
 
 What a CI job that runs in a published image asks before it trusts it:
 
@@ -29,6 +30,8 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,16 +217,23 @@ class StageCheck:
     differences: list[filetree.Difference]  # file by file, where the digests differ
 
 
+def check_stages(
+    run: Run, outside: Outside, session: Session, stages: Sequence[str]
+) -> dict[str, StageCheck]:
+    """:func:`check_stage` of each of ``stages``, their rebuilds side by side (as a build's
+    stages of one wave), once every one of them is known to be built."""
+    for stage in stages:
+        _built(run, outside.docker, stage)
+    with ThreadPoolExecutor(max_workers=max(len(stages), 1)) as pool:
+        checks = {stage: pool.submit(check_stage, run, outside, session, stage) for stage in stages}
+    return {stage: check.result() for stage, check in checks.items()}
+
+
 def check_stage(run: Run, outside: Outside, session: Session, stage: str) -> StageCheck:
     """How a rebuild of ``stage`` (no cache) differs from the image of its key: by layer
     digests first, then, where they differ, file by file."""
     engine = outside.docker
-    ref = run.ref(stage)
-    if not engine.image_exists(ref):
-        raise VerifyError(
-            f"stage {stage} is not built at key {run.keys[stage].short}: build it first "
-            f"(doit build:{stage}), then check that a rebuild gives the same image"
-        )
+    ref = _built(run, engine, stage)
     # this run's own tag: another verification of the stage at once removes its own
     tag = f"{run.namespace}/{stage}:verify-{run.keys[stage].short}-{os.getpid()}"
     execute.rebuild(run, engine, outside, session, stage, tag=tag)
@@ -233,6 +243,17 @@ def check_stage(run: Run, outside: Outside, session: Session, stage: str) -> Sta
         return StageCheck(False, filetree.compare(engine.files(ref), engine.files(tag)))
     finally:
         engine.untag(tag)
+
+
+def _built(run: Run, engine: DockerEngine, stage: str) -> str:
+    """The image of ``stage``'s key, which a check compares its rebuild with."""
+    ref = run.ref(stage)
+    if not engine.image_exists(ref):
+        raise VerifyError(
+            f"stage {stage} is not built at key {run.keys[stage].short}: build it first "
+            f"(doit build:{stage}), then check that a rebuild gives the same image"
+        )
+    return ref
 
 
 def stage_text(stage: str, check: StageCheck) -> str:
@@ -250,7 +271,12 @@ def stage_text(stage: str, check: StageCheck) -> str:
     return "\n".join(lines)
 
 
-def stage_verdict(stage: str, check: StageCheck) -> None:
-    if check.differences:
-        count = len(check.differences)
+def stages_verdict(checks: Mapping[str, StageCheck]) -> None:
+    differing = {stage: len(check.differences) for stage, check in checks.items()}
+    named = [f"{stage} ({count} file(s) differ)" for stage, count in differing.items() if count]
+    if len(checks) == 1 and named:
+        ((stage, count),) = differing.items()
         raise VerifyError(f"stage {stage} is not reproducible: {count} file(s) differ")
+    if named:
+        raise VerifyError(f"{len(named)} of {len(checks)} stages are not reproducible: "
+                          f"{', '.join(named)}")  # fmt: skip

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import need_docker
+from conftest import PINS, need_docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bake
@@ -19,7 +19,6 @@ import changelog
 import stages
 from rocmgraph.common.engine import ImageStore
 from rocmgraph.demo.machine import second_engine
-from rocmgraph.demo.profile import pins_path
 from rocmgraph.graph.invocation import Options, Run
 
 
@@ -96,7 +95,7 @@ def test_bake_links_each_target_to_its_parents_by_contexts_or_by_the_dockerfile(
 ) -> None:
     """Either way every stage is a target of the monolith's file; ``contexts`` adds the
     ``target:`` links whose steps miss the registry cache on a fresh runner."""
-    run = Run(Options(pins=str(pins_path("demo"))), stages.graph())
+    run = Run(Options(pins=str(PINS)), stages.graph())  # a clean clone has no demo pins yet
     secrets = {"pip.conf": Path("/dev/null")}
     text = bake.bake_file(run, Path("/ctx"), secrets, "ns", contexts=contexts)
     services = json.loads(text)["services"]

@@ -28,12 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import stages
 from rocmgraph.common.layout import ROOT, default_cache
 from rocmgraph.config import pinsedit
 from rocmgraph.config.pins import load
 from rocmgraph.demo.machine import DOCKER
-from rocmgraph.demo.profile import pins_path
+from rocmgraph.demo.profile import Demo, pins_path
 from rocmgraph.fetch.store import Store
+from rocmgraph.fetch.world import Outside
 from rocmgraph.graph import closure
 from rocmgraph.outside.docker import DockerEngine
 
@@ -95,6 +97,12 @@ def bytes_traced(engine: DockerEngine, image: str, base: str, python: str) -> di
 
 
 def main() -> None:
+    prepared = subprocess.run(  # the demo's fixtures and pins, as a fresh clone lacks them
+        [sys.executable, "-m", "doit", "demo", "profile=demo"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if prepared.returncode != 0:
+        sys.exit(f"doit demo failed:\n{prepared.stdout}{prepared.stderr}")
     with tempfile.TemporaryDirectory(prefix="hermetic-") as tmp:
         pins = Path(tmp) / "pins.toml"
         pins.write_text(pins_path("demo").read_text())
@@ -124,9 +132,14 @@ def main() -> None:
         pinned = load(pins)
         engine = DockerEngine.connect(Path(tmp) / "logs")
         base = pinned.base.image + (f"@{pinned.base.digest}" if pinned.base.digest else "")
-        found = bytes_traced(
-            engine, f"{NAMESPACE}:gfx942", base, f"{pinned.python.venv}/bin/python"
-        )
+        demo = Demo(stages.graph())  # its registry serves the base image, which may not be here
+        demo.start(Outside(logs=Path(tmp) / "logs"))
+        try:
+            found = bytes_traced(
+                engine, f"{NAMESPACE}:gfx942", base, f"{pinned.python.venv}/bin/python"
+            )
+        finally:
+            demo.stop()
         total = sum(found.values())
         shares = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in found.items())
         print(f"image bytes: {total / 1e6:.1f} MB in files: {shares}; "

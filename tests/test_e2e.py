@@ -441,7 +441,8 @@ def test_ctrl_c_or_sigterm_stops_the_builds_in_one_line_and_tags_nothing_unfinis
     shown = out.splitlines()
     header = next(i for i, line in enumerate(shown) if re.match(r"stage +status +time ", line))
     status = slice(shown[header].index("status"), shown[header].index("time"))
-    said = {line[status].strip() for line in shown[header + 1 :]}
+    rows = {line[: status.start].strip(): line[status].strip() for line in shown[header + 1 :]}
+    said = set(rows.values())
     assert "interrupted" in said, out
     assert said <= {"reused", "built", "pulled", "interrupted", "not started"}, out
     assert re.fullmatch(
@@ -466,7 +467,10 @@ def test_ctrl_c_or_sigterm_stops_the_builds_in_one_line_and_tags_nothing_unfinis
     assert not [p for p in psutil_like("docker build") if str(e2e.pins.parent) in p]
     plan = e2e.plan()
     expected = {name for name, stage in plan.items() if stage["status"] == "not built"}
-    assert {"causal_conv1d", "vllm", "sglang", "assemble", "manifest"} <= expected
+    # What the table said was stopped is not built. A stage of the same solve that finished
+    # first is (a quick child may end before a parent's export, on a busy machine).
+    stopped = {name for name, word in rows.items() if word in ("interrupted", "not started")}
+    assert stopped <= expected, out
     resumed = e2e.build()
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
     assert built(resumed) == expected

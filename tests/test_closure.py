@@ -321,24 +321,36 @@ class TagThenDie:
         pass
 
 
+def locking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build: Any, engine: Any
+) -> tuple[Run, Outside]:
+    """The real pins, with ``build(name)`` standing for a stage's lock build (every stage
+    unbuilt, its parents there) and ``engine`` for the engine that tags: a run, its world."""
+    from rocmgraph.building import execute
+
+    pins = tmp_path / "pins.toml"
+    pins.write_text((ROOT / "pins.toml").read_text())
+    run = Run(Options(pins=str(pins), arch="gfx942"), stages.graph())
+    outside = Outside(cache=tmp_path / "cache")
+    outside.__dict__["docker"] = engine  # the cached property, filled
+    monkeypatch.setattr(
+        execute, "rebuild", lambda run, engine, outside, session, name, **_: build(name)
+    )
+    monkeypatch.setattr(execute, "is_built", lambda *args: False)
+    monkeypatch.setattr(execute, "ensure_local", lambda *args, **kwargs: None)
+    return run, outside
+
+
 def test_a_lock_killed_between_a_stage_tag_and_its_record_keeps_the_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As a build's: begun before the tag, so the plan still prices the stage from it."""
-    from rocmgraph.building import execute, records
-    from rocmgraph.commands import lock
-    from rocmgraph.fetch.world import Outside
+    from rocmgraph.building import records
 
-    pins = tmp_path / "pins.toml"
-    pins.write_text(Path("pins.toml").read_text())
-    run = Run(Options(pins=str(pins), arch="gfx942"), stages.graph())
-    outside = Outside(cache=tmp_path / "cache")
     engine = TagThenDie()
-    outside.__dict__["docker"] = engine  # the cached property, filled
-    monkeypatch.setattr(execute, "rebuild", lambda *args, **kwargs: "")  # fetched nothing
-    monkeypatch.setattr(execute, "is_built", lambda *args: False)
+    run, outside = locking(tmp_path, monkeypatch, lambda name: [], engine)  # fetched nothing
     with pytest.raises(Killed):
-        lock._lock_closures(run, outside, Session(), closure.lock_path(str(pins)))
+        lock._lock_closures(run, outside, Session(), closure.lock_path(run.options.pins))
     first = run.graph.order[0]
     assert engine.tags == [(f"verl-rocm/{first}:lock-{run.open_keys[first].short}", run.ref(first))]
     key = run.keys[first]
@@ -362,27 +374,6 @@ class Tags:
         self.untagged.append(ref)
 
 
-def locking(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build: Any
-) -> tuple[Run, Outside, Tags]:
-    """The real pins, with ``build(name)`` standing for a stage's lock build (every stage
-    unbuilt, its parents there): a run, its world, and the engine's tags."""
-    from rocmgraph.building import execute
-
-    pins = tmp_path / "pins.toml"
-    pins.write_text((ROOT / "pins.toml").read_text())
-    run = Run(Options(pins=str(pins), arch="gfx942"), stages.graph())
-    outside = Outside(cache=tmp_path / "cache")
-    engine = Tags()
-    outside.__dict__["docker"] = engine  # the cached property, filled
-    monkeypatch.setattr(
-        execute, "rebuild", lambda run, engine, outside, session, name, **_: build(name)
-    )
-    monkeypatch.setattr(execute, "is_built", lambda *args: False)
-    monkeypatch.setattr(execute, "ensure_local", lambda *args, **kwargs: None)
-    return run, outside, engine
-
-
 def test_stages_that_do_not_need_each_other_lock_side_by_side(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -399,7 +390,8 @@ def test_stages_that_do_not_need_each_other_lock_side_by_side(
             together.wait()
         return []
 
-    run, outside, engine = locking(tmp_path, monkeypatch, build)
+    engine = Tags()
+    run, outside = locking(tmp_path, monkeypatch, build, engine)
     answer = lock._lock_closures(run, outside, Session(), closure.lock_path(run.options.pins))
     order = run.graph.order
     assert all(started.index(p) < started.index(n) for n in order for p in run.graph[n].parents)
@@ -422,7 +414,8 @@ def test_a_stage_that_fails_to_lock_keeps_what_its_siblings_locked(
             raise EngineError("stage sglang: the build failed")
         return []
 
-    run, outside, engine = locking(tmp_path, monkeypatch, build)
+    engine = Tags()
+    run, outside = locking(tmp_path, monkeypatch, build, engine)
     with pytest.raises(EngineError, match=r"^stage sglang: the build failed$"):
         lock._lock_closures(run, outside, Session(), closure.lock_path(run.options.pins))
     locked = {name for name, _ in closure.load(closure.lock_path(run.options.pins)).closures}
